@@ -1,0 +1,40 @@
+# SA-ATP developer entry points. Every target that runs Python sets up .venv first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test p4 p4-check bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+## The main job on the embedded software switch (no root, no bmv2).
+run: $(STAMP)
+	$(PY) -m examples.main_job
+
+## The test suite (bmv2 and Mininet tests skip cleanly where those are absent).
+test: $(STAMP) p4-check
+	$(PY) -m pytest -q
+
+## Recompile the P4 program (needs p4c-bm2-ss on PATH) and refresh its source stamp.
+p4: $(STAMP)
+	$(PY) tools/p4_artifacts.py compile
+
+## Fail when the P4 sources changed but the committed compiled artifacts did not.
+p4-check: $(STAMP)
+	$(PY) tools/p4_artifacts.py check
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis
