@@ -1,0 +1,1 @@
+"""Benchmarks behind ``make bench``; each module measures one part and returns a result dict."""
