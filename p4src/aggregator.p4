@@ -1,0 +1,217 @@
+/* The aggregation pool: per-aggregator state and the switch side of the protocol
+ * (docs/protocol.md §4). An aggregator is one shadow set of one slot; it is indexed by
+ * 2 * (slot_base + slot) + set. */
+#ifndef SA_ATP_AGGREGATOR_P4
+#define SA_ATP_AGGREGATOR_P4
+
+control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    register<bit<32>>(NUM_AGGREGATORS) chunk_id;            /* chunk the aggregator holds */
+    register<bit<8>>(NUM_AGGREGATORS)  slot_state;          /* SLOT_EMPTY/AGGREGATING/COMPLETE/TAKEN */
+    register<bit<32>>(NUM_AGGREGATORS) contributors;        /* bitmap of workers summed so far */
+    register<bit<8>>(NUM_AGGREGATORS)  contribution_count;  /* number of workers summed so far */
+    register<bit<16>>(NUM_AGGREGATORS) agreed_scale;        /* quantization scale of the held chunk */
+    register<bit<16>>(NUM_AGGREGATORS) max_exp;             /* max block exponent reported */
+    register<bit<8>>(NUM_AGGREGATORS)  helper_id;           /* helper holding a TAKEN chunk */
+#define LANE_REGISTER(i) register<bit<32>>(NUM_AGGREGATORS) lane_##i;
+    LANES(LANE_REGISTER)                                    /* the running sum, one register per lane */
+
+    /* Unfinished aggregations overwritten by a newer chunk, per job index. */
+    counter(MAX_JOBS, CounterType.packets) evictions;
+
+    bit<32> index;
+    bit<32> held_chunk;
+    bit<8>  state;
+    bit<32> bitmap;
+    bit<8>  count;
+    bit<16> scale;
+    bit<16> exp;
+    bit<8>  helper;
+
+#define STORE_LANE(i) lane_##i.write(index, hdr.lanes.v##i);
+    /* The packet's lanes become the aggregator's (first contribution, helper result). */
+    action store_lanes() {
+        LANES(STORE_LANE)
+    }
+
+#define ADD_LANE(i) \
+    bit<32> sum_##i; \
+    lane_##i.read(sum_##i, index); \
+    hdr.lanes.v##i = hdr.lanes.v##i + sum_##i; \
+    lane_##i.write(index, hdr.lanes.v##i);
+    /* Add the packet's lanes into the aggregator; the packet keeps the new sum. */
+    action add_lanes() {
+        LANES(ADD_LANE)
+    }
+
+#define LOAD_LANE(i) lane_##i.read(hdr.lanes.v##i, index);
+    /* Copy the aggregator's sum into the packet. */
+    action load_lanes() {
+        LANES(LOAD_LANE)
+    }
+
+    action save_state() {
+        chunk_id.write(index, held_chunk);
+        slot_state.write(index, state);
+        contributors.write(index, bitmap);
+        contribution_count.write(index, count);
+        agreed_scale.write(index, scale);
+        max_exp.write(index, exp);
+        helper_id.write(index, helper);
+    }
+
+    /* Describe the aggregator in the header of an outgoing RESULT or PARTIAL. */
+    action describe(bit<4> op) {
+        hdr.sa.op = op;
+        hdr.sa.reason = 0;
+        hdr.sa.flags = hdr.sa.flags & FLAG_SET;
+        hdr.sa.bitmap = bitmap;
+        hdr.sa.count = count;
+        hdr.sa.scale = scale;
+        hdr.sa.exp = exp;
+    }
+
+    /* Answer the sender, from the address it sent to. */
+    action reply_to_sender() {
+        mac_addr_t mac = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = mac;
+        ipv4_addr_t ip = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = ip;
+        bit<16> port = hdr.udp.dst_port;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
+        hdr.udp.checksum = 0;
+        sm.egress_spec = sm.ingress_port;
+    }
+
+    /* Replicate to every worker of the job; egress writes each replica's destination. */
+    action multicast_to_job() {
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.udp.src_port = SA_ATP_UDP_PORT;
+        hdr.udp.checksum = 0;
+        sm.mcast_grp = meta.job_group;
+    }
+
+    action send_copy() {
+        load_lanes();
+        describe(OP_RESULT);
+        hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
+        reply_to_sender();
+    }
+
+    action bounce(bit<8> reason) {
+        hdr.sa.op = OP_BOUNCE;
+        hdr.sa.reason = reason;
+        hdr.sa.bitmap = bitmap;
+        hdr.sa.count = count;
+        reply_to_sender();
+    }
+
+    apply {
+        index = ((bit<32>)(meta.slot_base + hdr.sa.slot) << 1) | (bit<32>)(hdr.sa.flags & FLAG_SET);
+        chunk_id.read(held_chunk, index);
+        slot_state.read(state, index);
+        contributors.read(bitmap, index);
+        contribution_count.read(count, index);
+        agreed_scale.read(scale, index);
+        max_exp.read(exp, index);
+        helper_id.read(helper, index);
+
+        bit<8> fan_in = meta.fan_in;
+        if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
+            fan_in = hdr.sa.fanin;
+        }
+        bool held = state != SLOT_EMPTY && held_chunk == hdr.sa.chunk;
+        bit<32> age = hdr.sa.chunk - held_chunk;    /* serial-number arithmetic, mod 2^32 */
+        bool newer = state == SLOT_EMPTY || (age != 0 && age < 32w0x80000000);
+        bool changed = false;     /* the aggregator's state must be written back */
+        bool absorbed = false;    /* a contribution was summed and the packet goes nowhere */
+
+        if (hdr.sa.op == OP_DATA) {
+            if ((meta.expected & meta.worker_bit) == 0) {
+                meta.drop_reason = DROP_NOT_EXPECTED;
+            } else if (newer) {
+                if (state == SLOT_AGGREGATING) {
+                    evictions.count((bit<32>)meta.job_index);
+                }
+                store_lanes();
+                held_chunk = hdr.sa.chunk;
+                state = SLOT_AGGREGATING;
+                bitmap = meta.worker_bit;
+                count = 1;
+                scale = hdr.sa.scale;
+                exp = hdr.sa.exp;
+                changed = true;
+                absorbed = true;
+            } else if (!held) {
+                bounce(BOUNCE_STALE);
+            } else if (state == SLOT_TAKEN) {
+                hdr.sa.worker = helper;
+                bounce(BOUNCE_TAKEN);
+            } else if (hdr.sa.scale != scale) {
+                bounce(BOUNCE_SCALE_MISMATCH);
+            } else if (state == SLOT_COMPLETE) {
+                send_copy();
+            } else if ((bitmap & meta.worker_bit) != 0) {
+                if (count >= fan_in) {
+                    load_lanes();      /* the fan-in was lowered since: complete now */
+                    absorbed = true;
+                } else {
+                    bounce(BOUNCE_PENDING);
+                }
+            } else {
+                add_lanes();
+                bitmap = bitmap | meta.worker_bit;
+                count = count + 1;
+                if (hdr.sa.exp > exp) {
+                    exp = hdr.sa.exp;
+                }
+                changed = true;
+                absorbed = true;
+            }
+        } else if (hdr.sa.op == OP_TAKEOVER) {
+            if (!held) {
+                bounce(BOUNCE_NOT_HELD);
+            } else if (state == SLOT_COMPLETE) {
+                send_copy();
+            } else {
+                state = SLOT_TAKEN;
+                helper = hdr.sa.worker;
+                changed = true;
+                load_lanes();
+                describe(OP_PARTIAL);
+                multicast_to_job();
+            }
+        } else if (hdr.sa.op == OP_HELPER_RESULT) {
+            if (held && state == SLOT_TAKEN) {
+                store_lanes();
+                bitmap = hdr.sa.bitmap;
+                count = hdr.sa.count;
+                exp = hdr.sa.exp;
+                state = SLOT_COMPLETE;
+                changed = true;
+            }
+            hdr.sa.op = OP_RESULT;
+            hdr.sa.flags = (hdr.sa.flags & FLAG_SET) | FLAG_HELPER;
+            multicast_to_job();
+        }
+
+        if (absorbed) {
+            if (count >= fan_in) {
+                state = SLOT_COMPLETE;
+                changed = true;
+                describe(OP_RESULT);
+                multicast_to_job();
+            } else {
+                mark_to_drop(sm);
+            }
+        }
+        if (changed) {
+            save_state();
+        }
+    }
+}
+
+#endif

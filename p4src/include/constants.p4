@@ -1,0 +1,64 @@
+/* SA-ATP protocol constants. docs/protocol.md is the contract; host_lib/protocol.py mirrors
+ * these values and tests/test_protocol_constants.py checks that the two agree. */
+#ifndef SA_ATP_CONSTANTS_P4
+#define SA_ATP_CONSTANTS_P4
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  IP_PROTO_UDP   = 17;
+const bit<16> SA_ATP_UDP_PORT = 0x5A7A;   /* 23162 */
+const bit<4>  SA_ATP_VERSION = 1;
+
+/* Packet types (hdr.sa.op). */
+const bit<4> OP_DATA          = 1;
+const bit<4> OP_RESULT        = 2;
+const bit<4> OP_BOUNCE        = 3;
+const bit<4> OP_TAKEOVER      = 4;
+const bit<4> OP_PARTIAL       = 5;
+const bit<4> OP_HELPER_DATA   = 6;
+const bit<4> OP_HELPER_RESULT = 7;
+
+/* Flags (hdr.sa.flags). */
+const bit<8> FLAG_SET    = 0x01;
+const bit<8> FLAG_RETX   = 0x02;
+const bit<8> FLAG_COPY   = 0x04;
+const bit<8> FLAG_HELPER = 0x08;
+
+/* Bounce reasons (hdr.sa.reason). */
+const bit<8> BOUNCE_PENDING        = 1;
+const bit<8> BOUNCE_STALE          = 2;
+const bit<8> BOUNCE_TAKEN          = 3;
+const bit<8> BOUNCE_NOT_HELD       = 4;
+const bit<8> BOUNCE_SCALE_MISMATCH = 5;
+
+/* Aggregator states (slot_state register). */
+const bit<8> SLOT_EMPTY       = 0;
+const bit<8> SLOT_AGGREGATING = 1;
+const bit<8> SLOT_COMPLETE    = 2;
+const bit<8> SLOT_TAKEN       = 3;
+
+/* Drop reasons (index into the drops counters, per job). */
+const bit<4> DROP_NONE         = 0;
+const bit<4> DROP_MALFORMED    = 1;
+const bit<4> DROP_BAD_OP       = 2;
+const bit<4> DROP_UNKNOWN_JOB  = 3;
+const bit<4> DROP_UNREGISTERED = 4;
+const bit<4> DROP_SLOT_RANGE   = 5;
+const bit<4> DROP_NOT_EXPECTED = 6;
+const bit<4> DROP_SIM          = 7;   /* the drop simulator */
+const bit<4> DROP_NO_REPLICA   = 8;   /* a multicast replica with no address entry */
+
+/* Sizes. */
+#define NUM_SLOTS 4096                 /* slots in the pool; each is a pair of aggregators */
+#define NUM_AGGREGATORS 8192           /* 2 * NUM_SLOTS: shadow sets 0 and 1 */
+#define MAX_JOBS 256                   /* job indices 1..255; 0 = no job */
+#define STATS_SIZE 4096                /* MAX_JOBS * 16 (op or drop reason) */
+#define MAX_WORKER_ENTRIES 8192
+
+/* Multicast group that floods non-SA-ATP frames with an unknown destination. Job groups are
+ * allocated by the controller above it. */
+const bit<16> FLOOD_GROUP = 1;
+
+/* v1model instance_type of a multicast replica. */
+const bit<32> INSTANCE_TYPE_REPLICATION = 5;
+
+#endif

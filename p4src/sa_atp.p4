@@ -1,0 +1,89 @@
+/* SA-ATP: straggler-aware in-network gradient aggregation, v1model (bmv2) program.
+ * docs/protocol.md is the contract; docs/p4-program.md walks through the controls. */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/constants.p4"
+#include "include/headers.p4"
+#include "parser.p4"
+#include "forwarding.p4"
+#include "job_admission.p4"
+#include "drop_simulator.p4"
+#include "aggregator.p4"
+#include "replica_rewrite.p4"
+#include "packet_stats.p4"
+
+control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    JobAdmission() admission;
+    DropSimulator() drop_sim;
+    Aggregator() aggregator;
+    L2Forwarding() l2;
+    PacketStats() stats;
+
+    apply {
+        bit<4> rx_op = 0;
+        bool use_l2 = false;
+        if (hdr.sa.isValid()) {
+            rx_op = hdr.sa.op;
+        }
+
+        if (sm.parser_error != error.NoError || sm.checksum_error == 1) {
+            meta.drop_reason = DROP_MALFORMED;
+        } else if (!hdr.sa.isValid()) {
+            use_l2 = true;
+        } else if (rx_op != OP_DATA && rx_op != OP_TAKEOVER && rx_op != OP_HELPER_DATA
+                   && rx_op != OP_HELPER_RESULT) {
+            meta.drop_reason = DROP_BAD_OP;
+        } else {
+            admission.apply(hdr, meta, sm);
+            if (meta.drop_reason == DROP_NONE) {
+                bool lost;
+                drop_sim.apply(sm.ingress_port, lost);
+                if (lost) {
+                    meta.drop_reason = DROP_SIM;
+                }
+            }
+            if (meta.drop_reason == DROP_NONE) {
+                if (rx_op == OP_HELPER_DATA) {
+                    use_l2 = true;
+                } else {
+                    aggregator.apply(hdr, meta, sm);
+                }
+            }
+        }
+
+        if (use_l2) {
+            l2.apply(hdr, sm);
+        }
+        stats.apply(meta.job_index, rx_op, meta.drop_reason, sm);
+    }
+}
+
+control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    ReplicaRewrite() replica_rewrite;
+    DropSimulator() drop_sim;
+    PacketStats() stats;
+
+    apply {
+        bit<4> tx_op = 0;
+        if (hdr.sa.isValid()) {
+            tx_op = hdr.sa.op;
+            if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {
+                replica_rewrite.apply(hdr, meta, sm);
+            }
+            if (meta.drop_reason == DROP_NONE) {
+                bool lost;
+                drop_sim.apply(sm.egress_port, lost);
+                if (lost) {
+                    meta.drop_reason = DROP_SIM;
+                }
+            }
+        } else if (sm.instance_type == INSTANCE_TYPE_REPLICATION && sm.egress_port == sm.ingress_port) {
+            mark_to_drop(sm);   /* never flood a frame back out of the port it came in on */
+        }
+        stats.apply(meta.job_index, tx_op, meta.drop_reason, sm);
+    }
+}
+
+V1Switch(SaAtpParser(), SaAtpVerifyChecksum(), SaAtpIngress(), SaAtpEgress(),
+         SaAtpComputeChecksum(), SaAtpDeparser()) main;
