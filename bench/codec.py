@@ -10,7 +10,8 @@ from host_lib.codec import Endpoint, Frame, FrameBatch, Header, encode_frame
 
 
 def run(packets: int = 16384) -> dict:
-    src, dst = Endpoint("02:00:00:00:00:01", "10.0.0.1"), Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+    src = Endpoint("02:00:00:00:00:01", "10.0.0.1")
+    dst = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
     batch = FrameBatch(src, dst)
     chunk = np.arange(packets, dtype=np.uint32)
     slot = (chunk % 128).astype(np.uint16)

@@ -23,8 +23,9 @@ def run(elements: int = 1 << 24, n_workers: int = 8) -> dict:
         deq_out = np.empty_like(x)
         times = interleaved_best({
             "copy": lambda: np.copyto(copy_out, x),
-            "quantize": lambda: q.quantize(x, scales, out=lanes),
-            "dequantize": lambda: q.dequantize(lanes, scales, exps, elements, out=deq_out),
+            "quantize": lambda q=q, lanes=lanes: q.quantize(x, scales, out=lanes),
+            "dequantize": lambda q=q, lanes=lanes, exps=exps, out=deq_out: q.dequantize(
+                lanes, scales, exps, elements, out=out),
         })
         ratio = times["copy"] / (times["quantize"] + times["dequantize"])
         result[f"threads_{threads}"] = {

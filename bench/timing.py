@@ -4,7 +4,7 @@ that ratios between two measurements taken side by side are meaningful on a shar
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def best_time(fn: Callable[[], object], repeat: int = 15, warmup: int = 2) -> float:

@@ -6,9 +6,19 @@ and Wireshark-style summaries name the op.
 
 from __future__ import annotations
 
-from scapy.fields import (BitEnumField, BitField, ByteEnumField, ByteField, FieldListField,
-                          FlagsField, IntField, ShortField, SignedIntField, XIntField,
-                          XShortField)
+from scapy.fields import (
+    BitEnumField,
+    BitField,
+    ByteEnumField,
+    ByteField,
+    FieldListField,
+    FlagsField,
+    IntField,
+    ShortField,
+    SignedIntField,
+    XIntField,
+    XShortField,
+)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 

@@ -12,8 +12,17 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw, raw
 
 from host_lib import protocol as P
-from host_lib.codec import (Endpoint, Frame, FrameBatch, Header, MalformedPacket, decode_frame,
-                            encode_frame, frames_from_bytes, valid_mask)
+from host_lib.codec import (
+    Endpoint,
+    Frame,
+    FrameBatch,
+    Header,
+    MalformedPacket,
+    decode_frame,
+    encode_frame,
+    frames_from_bytes,
+    valid_mask,
+)
 from host_lib.scapy_layer import SaAtp
 
 macs = st.binary(min_size=6, max_size=6).map(lambda b: ":".join(f"{x:02x}" for x in b))
@@ -64,7 +73,7 @@ def test_codec_and_scapy_agree_field_by_field(smac, sip, dmac, dip, port, h, lan
                 min_size=1, max_size=20))
 def test_vectorised_batch_equals_scalar_frames(rows):
     src, dst = Endpoint("02:00:00:00:00:07", "10.0.0.7"), Endpoint("02:00:00:00:aa:01", "10.0.0.254")
-    slot, chunk, scale, exp, lanes = (list(col) for col in zip(*rows))
+    slot, chunk, scale, exp, lanes = (list(col) for col in zip(*rows, strict=True))
     batch = FrameBatch(src, dst).encode(op=P.Op.DATA, job=9, worker=7, slot=slot, chunk=chunk,
                                         flags=P.Flag.SET, scale=scale, exp=exp,
                                         lanes=np.array(lanes, np.int32))

@@ -12,9 +12,18 @@ from hypothesis.extra import numpy as hnp
 
 from host_lib import quantize_torch
 from host_lib.protocol import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
-from host_lib.quantize import (DEFAULT_EXPONENT, HEADROOM_BITS, INT32_MAX, MAX_EXPONENT,
-                               MIN_EXPONENT, BlockQuantizer, block_exponents, num_blocks,
-                               predict_scales, qbits)
+from host_lib.quantize import (
+    DEFAULT_EXPONENT,
+    HEADROOM_BITS,
+    INT32_MAX,
+    MAX_EXPONENT,
+    MIN_EXPONENT,
+    BlockQuantizer,
+    block_exponents,
+    num_blocks,
+    predict_scales,
+    qbits,
+)
 
 
 def reference_exponents(x: np.ndarray) -> np.ndarray:
