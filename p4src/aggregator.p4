@@ -1,6 +1,7 @@
 /* The aggregation pool: per-aggregator state and the switch side of the protocol
  * (docs/protocol.md §4). An aggregator is one shadow set of one slot; it is indexed by
- * 2 * (slot_base + slot) + set. */
+ * 2 * (slot_base + slot) + set. Management requests from the controller (packet_out) read or
+ * clear one aggregator and report it back to the controller (docs/protocol.md §10). */
 #ifndef SA_ATP_AGGREGATOR_P4
 #define SA_ATP_AGGREGATOR_P4
 
@@ -41,6 +42,11 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     /* Add the packet's lanes into the aggregator; the packet keeps the new sum. */
     action add_lanes() {
         LANES(ADD_LANE)
+    }
+
+#define ZERO_LANE(i) hdr.lanes.v##i = 0;
+    action zero_lanes() {
+        LANES(ZERO_LANE)
     }
 
 #define LOAD_LANE(i) lane_##i.read(hdr.lanes.v##i, index);
@@ -109,8 +115,29 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         reply_to_sender();
     }
 
+    /* Report the aggregator to the controller: state in the SA-ATP header (reason = state,
+     * worker = helper), sum in the lanes. */
+    action report_to_controller() {
+        load_lanes();
+        describe(OP_RESULT);
+        hdr.sa.chunk = held_chunk;
+        hdr.sa.reason = state;
+        hdr.sa.worker = helper;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = sm.ingress_port;
+        hdr.packet_in._pad = 0;
+        hdr.packet_in.opcode = hdr.packet_out.opcode;
+        hdr.packet_in.aggregator = index;
+        hdr.packet_out.setInvalid();
+        sm.egress_spec = CPU_PORT;
+    }
+
     apply {
-        index = ((bit<32>)(meta.slot_base + hdr.sa.slot) << 1) | (bit<32>)(hdr.sa.flags & FLAG_SET);
+        if (hdr.packet_out.isValid()) {
+            index = hdr.packet_out.aggregator;
+        } else {
+            index = ((bit<32>)(meta.slot_base + hdr.sa.slot) << 1) | (bit<32>)(hdr.sa.flags & FLAG_SET);
+        }
         chunk_id.read(held_chunk, index);
         slot_state.read(state, index);
         contributors.read(bitmap, index);
@@ -129,7 +156,21 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         bool changed = false;     /* the aggregator's state must be written back */
         bool absorbed = false;    /* a contribution was summed and the packet goes nowhere */
 
-        if (hdr.sa.op == OP_DATA) {
+        if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
+                held_chunk = 0;
+                state = SLOT_EMPTY;
+                bitmap = 0;
+                count = 0;
+                scale = 0;
+                exp = 0;
+                helper = 0;
+                zero_lanes();
+                store_lanes();
+                changed = true;
+            }
+            report_to_controller();
+        } else if (hdr.sa.op == OP_DATA) {
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
             } else if (newer) {

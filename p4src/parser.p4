@@ -9,6 +9,18 @@ error { UnsupportedVersion }
 parser SaAtpParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t sm) {
     state start {
+        transition select(sm.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
@@ -63,6 +75,7 @@ control SaAtpComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
 
 control SaAtpDeparser(packet_out pkt, in headers_t hdr) {
     apply {
+        pkt.emit(hdr.packet_in);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);

@@ -29,6 +29,12 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
 
         if (sm.parser_error != error.NoError || sm.checksum_error == 1) {
             meta.drop_reason = DROP_MALFORMED;
+        } else if (hdr.packet_out.isValid()) {
+            if (hdr.lanes.isValid() && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
+                aggregator.apply(hdr, meta, sm);   /* management request */
+            } else {
+                meta.drop_reason = DROP_MALFORMED;
+            }
         } else if (!hdr.sa.isValid()) {
             use_l2 = true;
         } else if (rx_op != OP_DATA && rx_op != OP_TAKEOVER && rx_op != OP_HELPER_DATA
@@ -66,6 +72,9 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
     apply {
         bit<4> tx_op = 0;
+        if (sm.egress_port == CPU_PORT) {
+            return;   /* management reply: no rewrite, no loss, not counted */
+        }
         if (hdr.sa.isValid()) {
             tx_op = hdr.sa.op;
             if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {

@@ -58,6 +58,15 @@ const bit<4> DROP_NO_REPLICA   = 8;   /* a multicast replica with no address ent
  * allocated by the controller above it. */
 const bit<16> FLOOD_GROUP = 1;
 
+/* The controller's port (simple_switch_grpc --cpu-port). Frames from it carry a packet_out
+ * header with a management op; frames to it carry a packet_in header. */
+const bit<9> CPU_PORT = 255;
+
+/* Management ops (hdr.packet_out.opcode): the controller reads and clears aggregators in band,
+ * because P4Runtime register access is not implemented by bmv2's server (PI). */
+const bit<8> MGMT_READ_AGGREGATOR  = 1;
+const bit<8> MGMT_CLEAR_AGGREGATOR = 2;
+
 /* v1model instance_type of a multicast replica. */
 const bit<32> INSTANCE_TYPE_REPLICATION = 5;
 

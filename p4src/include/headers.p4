@@ -7,6 +7,22 @@
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 
+/* Management request from the controller (P4Runtime PacketOut metadata). */
+@controller_header("packet_out")
+header packet_out_h {
+    bit<8>  opcode;       /* MGMT_* */
+    bit<32> aggregator;   /* register index: 2 * slot + set */
+}
+
+/* Management reply to the controller (P4Runtime PacketIn metadata). */
+@controller_header("packet_in")
+header packet_in_h {
+    bit<9>  ingress_port;
+    bit<7>  _pad;
+    bit<8>  opcode;
+    bit<32> aggregator;
+}
+
 header ethernet_h {
     mac_addr_t dst_addr;
     mac_addr_t src_addr;
@@ -57,6 +73,8 @@ header lanes_h {
 }
 
 struct headers_t {
+    packet_out_h packet_out;
+    packet_in_h  packet_in;
     ethernet_h ethernet;
     ipv4_h     ipv4;
     udp_h      udp;
