@@ -1,0 +1,90 @@
+"""control Aggregator (p4src/aggregator.p4): the aggregators' registers, read and cleared in band
+through the CPU port (docs/protocol.md §10), and the ``evictions`` counter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from p4.v1 import p4runtime_pb2
+
+from control_plane.connection import SwitchConnection, SwitchError
+from host_lib import protocol as P
+from host_lib.codec import Endpoint, Frame, Header, encode_frame
+
+MGMT_READ_AGGREGATOR = 1
+MGMT_CLEAR_AGGREGATOR = 2
+
+# Any well-formed SA-ATP frame serves as the carrier of a management request.
+_CARRIER = encode_frame(Frame(Endpoint("02:00:00:00:00:00", "0.0.0.0"),
+                              Endpoint("02:00:00:00:00:00", "0.0.0.0"),
+                              Header(op=P.Op.DATA, job=0)))
+_LANES = np.dtype(">i4")
+
+
+@dataclass(frozen=True)
+class AggregatorState:
+    index: int
+    state: P.SlotState
+    chunk: int
+    bitmap: int
+    count: int
+    scale: int
+    exp: int
+    helper: int
+    lanes: tuple[int, ...]
+
+
+class Aggregator:
+    def __init__(self, path: str = "SaAtpIngress.aggregator"):
+        self.evictions_counter = f"{path}.evictions"
+
+    def read(self, conn: SwitchConnection, indices) -> list[AggregatorState]:
+        return self._request(conn, MGMT_READ_AGGREGATOR, list(indices))
+
+    def clear(self, conn: SwitchConnection, indices) -> None:
+        states = self._request(conn, MGMT_CLEAR_AGGREGATOR, list(indices))
+        dirty = [s.index for s in states if s.state != P.SlotState.EMPTY or any(s.lanes)]
+        if dirty:
+            raise SwitchError(f"aggregators {dirty[:8]} did not clear")
+
+    def evictions(self, conn: SwitchConnection, job_index: int) -> int:
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = conn.p4info.counter(self.evictions_counter).preamble.id
+        entity.counter_entry.index.index = job_index
+        return sum(e.counter_entry.data.packet_count for e in conn.read(entity))
+
+    @staticmethod
+    def _request(conn: SwitchConnection, opcode: int, indices: list[int],
+                 window: int = 64) -> list[AggregatorState]:
+        """Send one management packet per aggregator, at most ``window`` unanswered at a time,
+        and collect the switch's reports, in the order of ``indices``."""
+        for index in indices:
+            if not 0 <= index < P.NUM_AGGREGATORS:
+                raise ValueError(f"aggregator index {index} outside 0..{P.NUM_AGGREGATORS - 1}")
+        replies: dict[int, AggregatorState] = {}
+        sent = 0
+        while len(replies) < len(indices):
+            while sent < len(indices) and sent - len(replies) < window:
+                conn.packet_out(_CARRIER, opcode=opcode, aggregator=indices[sent])
+                sent += 1
+            try:
+                packet = conn.packet_in()
+            except TimeoutError:
+                missing = [i for i in indices if i not in replies]
+                raise SwitchError(f"no management reply for aggregators {missing[:8]} "
+                                  f"({len(missing)} missing); is the CPU port configured?"
+                                  ) from None
+            if packet.metadata.get("opcode") != opcode:
+                continue
+            replies[packet.metadata["aggregator"]] = _decode(packet.metadata["aggregator"],
+                                                             packet.payload)
+        return [replies[i] for i in indices]
+
+
+def _decode(index: int, payload: bytes) -> AggregatorState:
+    h = Header.unpack(payload, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
+    lanes = np.frombuffer(payload, _LANES, P.LANES, P.LANES_OFFSET)
+    return AggregatorState(index=index, state=P.SlotState(h.reason), chunk=h.chunk,
+                           bitmap=h.bitmap, count=h.count, scale=h.scale, exp=h.exp,
+                           helper=h.worker, lanes=tuple(int(v) for v in lanes))

@@ -1,0 +1,56 @@
+"""control JobAdmission (p4src/job_admission.p4): tables ``jobs`` and ``workers``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from control_plane.entries import TableEntry
+from control_plane.jobs import AdmittedJob
+from host_lib.codec import Endpoint, mac_bytes
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """What the switch's ``jobs`` entry says about a job."""
+
+    job_id: int
+    job_index: int
+    slot_base: int
+    num_slots: int
+    fan_in: int
+    expected: int
+    group: int
+    inband_fanin: bool
+
+
+class JobAdmission:
+    def __init__(self, path: str = "SaAtpIngress.admission"):
+        self.jobs_table = f"{path}.jobs"
+        self.workers_table = f"{path}.workers"
+        self.set_job = f"{path}.set_job"
+        self.set_worker = f"{path}.set_worker"
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.jobs_table, self.workers_table)
+
+    def job_entry(self, job: AdmittedJob) -> TableEntry:
+        spec = job.spec
+        return TableEntry.make(self.jobs_table, {"hdr.sa.job": spec.id}, self.set_job, {
+            "job_index": job.job_index, "slot_base": job.slot_base, "num_slots": spec.slots,
+            "fan_in": spec.effective_fan_in, "expected": spec.effective_expected,
+            "group": job.group, "inband_fanin": int(spec.inband_fanin)})
+
+    def worker_entries(self, job: AdmittedJob) -> list[TableEntry]:
+        return [TableEntry.make(self.workers_table, {
+            "hdr.sa.job": job.spec.id, "hdr.sa.worker": w.id, "sm.ingress_port": w.port,
+            "hdr.ethernet.src_addr": int.from_bytes(mac_bytes(Endpoint(w.mac, w.ip).mac), "big"),
+            "hdr.ipv4.src_addr": int.from_bytes(Endpoint(w.mac, w.ip).ip_raw, "big"),
+        }, self.set_worker, {"worker_bit": w.bit}) for w in job.spec.workers]
+
+    def decode_job(self, entry: TableEntry) -> JobConfig:
+        params = dict(entry.params)
+        return JobConfig(job_id=dict(entry.match)["hdr.sa.job"], job_index=params["job_index"],
+                         slot_base=params["slot_base"], num_slots=params["num_slots"],
+                         fan_in=params["fan_in"], expected=params["expected"],
+                         group=params["group"], inband_fanin=bool(params["inband_fanin"]))
