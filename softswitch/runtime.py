@@ -1,0 +1,117 @@
+"""Per-packet state and the helper functions that generated code calls."""
+
+from __future__ import annotations
+
+import logging
+
+from .errors import PacketDropped
+
+log = logging.getLogger("softswitch")
+
+# standard_metadata.instance_type values, as simple_switch sets them.
+PKT_INSTANCE_TYPE_NORMAL = 0
+PKT_INSTANCE_TYPE_INGRESS_CLONE = 1
+PKT_INSTANCE_TYPE_EGRESS_CLONE = 2
+PKT_INSTANCE_TYPE_RECIRC = 4
+PKT_INSTANCE_TYPE_REPLICATION = 5
+PKT_INSTANCE_TYPE_RESUBMIT = 6
+
+# simple_switch keeps the clone session id with bit 15 set so that session 0 can be cloned to.
+MIRROR_SESSION_VALID = 1 << 15
+MIRROR_SESSION_ID_MASK = 0x7FFF
+NO_TRUNCATION = 1 << 62
+
+
+class Packet:
+    """One packet instance on its way through the switch.
+
+    ``F``/``V`` are the packet header vector (see :mod:`softswitch.layout`); the other slots mirror
+    the per-packet registers simple_switch keeps outside of the PHV.
+    """
+
+    __slots__ = ("F", "V", "frame", "payload", "ingress_port", "ingress_length", "length",
+                 "egress_port", "clone_session", "clone_field_list", "resubmit", "recirculate",
+                 "exit", "truncated_length", "parser_error")
+
+    def __init__(self, F: list, V: list, frame: bytes, ingress_port: int, ingress_length: int):
+        self.F = F
+        self.V = V
+        self.frame = frame  # the bytes this instance entered the parser with
+        self.payload = frame  # what follows the parsed headers (set by the parser)
+        self.ingress_port = ingress_port
+        self.ingress_length = ingress_length  # bytes counted by counters
+        self.length = ingress_length  # simple_switch's packet-length register
+        self.egress_port = 0
+        self.clone_session = 0
+        self.clone_field_list = 0
+        self.resubmit = 0
+        self.recirculate = 0
+        self.exit = False
+        self.truncated_length = NO_TRUNCATION
+        self.parser_error = 0
+
+
+class ParserError(Exception):
+    """Raised by generated parser code; carries the error code that goes to parser_error."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def shift_left(value: int, amount: int) -> int:
+    if amount < 0 or amount > 1 << 20:
+        raise PacketDropped(f"shift amount {amount} is out of range")
+    return value << amount
+
+
+def divide(a: int, b: int) -> int:
+    if b == 0:
+        raise PacketDropped("division by zero")
+    return a // b
+
+
+def modulo(a: int, b: int) -> int:
+    if b == 0:
+        raise PacketDropped("modulo by zero")
+    return a % b
+
+
+def out_of_bounds(kind: str, name: str, index: int, size: int) -> None:
+    log.error("Attempted to access %s '%s' with size %d at out-of-bounds index %d; "
+              "nothing was updated", kind, name, size, index)
+
+
+def assertion_failed(kind: str, where: str) -> None:
+    # bmv2 calls std::abort() here; a switch process should not die for one packet, so the packet
+    # is dropped and the failure is logged loudly instead.
+    log.error("%s error: %s failed; packet dropped", kind, where)
+    raise PacketDropped(f"{kind} failed: {where}")
+
+
+def log_msg(fmt: str, values: tuple) -> None:
+    """bmv2's log_msg: each unescaped '{}' is replaced by the next value, in decimal."""
+    out, i, n = [], 0, 0
+    while i < len(fmt):
+        if fmt.startswith("\\{", i) or fmt.startswith("\\}", i):
+            out.append(fmt[i + 1])
+            i += 2
+        elif fmt.startswith("{}", i) and n < len(values):
+            out.append(str(values[n]))
+            n += 1
+            i += 2
+        else:
+            out.append(fmt[i])
+            i += 1
+    log.info("%s", "".join(out))
+
+
+RUNTIME_HELPERS = {
+    "_ParserError": ParserError,
+    "_shift_left": shift_left,
+    "_divide": divide,
+    "_modulo": modulo,
+    "_out_of_bounds": out_of_bounds,
+    "_assertion_failed": assertion_failed,
+    "_log_msg": log_msg,
+}

@@ -1,0 +1,341 @@
+"""``V1Switch``: the v1model architecture of bmv2's simple_switch, run synchronously.
+
+``process(port, frame)`` takes one packet through parser, checksum verification, ingress, the
+packet replication engine, egress, checksum update and deparser, including every copy the packet
+spawns (clones, multicast replicas, resubmits, recirculations), and returns the frames that leave.
+The steps and their order are simple_switch's ``ingress_thread`` / ``egress_thread``; where
+simple_switch runs threads concurrently, copies are handled here in a fixed order: all pending
+ingress work first, then egress work in enqueue order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from .errors import PacketDropped
+from .pre import PacketReplicationEngine
+from .program import Program
+from .runtime import (
+    MIRROR_SESSION_ID_MASK,
+    MIRROR_SESSION_VALID,
+    PKT_INSTANCE_TYPE_EGRESS_CLONE,
+    PKT_INSTANCE_TYPE_INGRESS_CLONE,
+    PKT_INSTANCE_TYPE_NORMAL,
+    PKT_INSTANCE_TYPE_RECIRC,
+    PKT_INSTANCE_TYPE_REPLICATION,
+    PKT_INSTANCE_TYPE_RESUBMIT,
+    RUNTIME_HELPERS,
+    Packet,
+)
+from .stateful import CounterArray, DirectCounter, RegisterArray
+from .tables import MatchTable
+
+log = logging.getLogger("softswitch")
+
+DEFAULT_DROP_PORT = 511
+# A packet that keeps resubmitting / recirculating would spin bmv2 forever; here one call to
+# process() stops after this many pipeline passes.
+MAX_PASSES_PER_PACKET = 1000
+
+
+class _StdField:
+    """A target-level metadata field (after aliasing) with its normalisation."""
+
+    __slots__ = ("index", "mask")
+
+    def __init__(self, index: int, width: int):
+        self.index = index
+        self.mask = (1 << width) - 1
+
+
+class V1Switch:
+    """One simple_switch instance running ``program``."""
+
+    def __init__(self, program: Program, *, drop_port: int = DEFAULT_DROP_PORT,
+                 seed: int | None = None):
+        self.program = program
+        self.drop_port = drop_port
+        self.lock = threading.RLock()
+        self._start = time.monotonic()
+        self._rng = random.Random(seed)
+        layout = program.layout
+
+        ns: dict = dict(RUNTIME_HELPERS)
+        ns.update(program.constants)
+        ns["_DROP_PORT"] = drop_port
+        ns["_MIRROR_SESSION_VALID"] = MIRROR_SESSION_VALID
+        ns["_randint"] = self._rng.randint
+        ns["_header_equal"] = self._make_header_equal()
+        for codec in program.codecs.values():
+            codec.bind(ns)
+
+        self.registers: dict[str, RegisterArray] = {}
+        for info in program.registers.values():
+            reg = RegisterArray(info.name, info.size, info.bitwidth, self.lock)
+            self.registers[info.name] = reg
+            ns[info.gname] = reg.values
+        self.counters: dict[str, CounterArray | DirectCounter] = {}
+        for info in program.counters.values():
+            if info.is_direct:
+                continue
+            ctr = CounterArray(info.name, info.size, self.lock)
+            self.counters[info.name] = ctr
+            ns[info.gname + "_p"] = ctr.packets
+            ns[info.gname + "_b"] = ctr.bytes
+
+        exec(program.code, ns)  # noqa: S102 -- our own generated module
+        self._ns = ns
+
+        self.tables: dict[str, MatchTable] = {
+            name: MatchTable(spec, program, ns, self.lock) for name, spec in program.tables.items()}
+        nodes: dict[str, Callable] = {name: t.apply for name, t in self.tables.items()}
+        for name, cid in program.conditionals.items():
+            nodes[name] = ns[f"_COND{cid}"]
+        for name, gname in program.node_globals.items():
+            ns[gname] = nodes[name]
+        for table in self.tables.values():
+            table.resolve(nodes)
+        for info in program.counters.values():
+            if info.is_direct:
+                t = self.tables.get(info.binding or "")
+                if t is None:
+                    continue
+                self.counters[info.name] = DirectCounter(info.name, t.name, t.counter,
+                                                         t.set_counter, t.reset_counters)
+        self.pre = PacketReplicationEngine(self.lock)
+
+        self._parse = ns[program.parsers["parser"]]
+        self._deparse = ns[program.deparsers["deparser"]]
+        self._verify = ns["_VERIFY"]
+        self._ingress_start = nodes.get(program.pipelines["ingress"] or "")
+        self._egress_start = nodes.get(program.pipelines["egress"] or "")
+        self._F0, self._V0 = layout.templates()
+        self._metadata_slices = [(h.fields[0].index, h.fields[-1].index + 1,
+                                  (0,) * len(h.fields))
+                                 for h in layout.headers if h.metadata and h.fields]
+        self._field_lists = program.field_lists
+        std = {name: (None if f is None else _StdField(f.index, f.width))
+               for name, f in program.std.items()}
+        self._f_ingress_port = std["standard_metadata.ingress_port"]
+        self._f_packet_length = std["standard_metadata.packet_length"]
+        self._f_instance_type = std["standard_metadata.instance_type"]
+        self._f_egress_spec = std["standard_metadata.egress_spec"]
+        self._f_egress_port = std["standard_metadata.egress_port"]
+        self._f_parser_error = std["standard_metadata.parser_error"]
+        self._f_checksum_error = std["standard_metadata.checksum_error"]
+        self._f_ingress_ts = std["intrinsic_metadata.ingress_global_timestamp"]
+        self._f_egress_ts = std["intrinsic_metadata.egress_global_timestamp"]
+        self._f_mcast_grp = std["intrinsic_metadata.mcast_grp"]
+        self._f_egress_rid = std["intrinsic_metadata.egress_rid"]
+        self._f_priority = std["intrinsic_metadata.priority"]
+        queueing = [std[f"queueing_metadata.{n}"] for n in
+                    ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")]
+        self._queueing = queueing if all(queueing) else None
+        self._f_qid = std["queueing_metadata.qid"]
+
+    def _make_header_equal(self) -> Callable:
+        spans = {h.vindex: (h.fields[0].index if h.fields else 0,
+                            h.fields[-1].index + 1 if h.fields else 0)
+                 for h in self.program.layout.headers}
+
+        def header_equal(F, V, a, b):
+            if not (V[a] and V[b]):
+                return False
+            (a0, a1), (b0, b1) = spans[a], spans[b]
+            return F[a0:a1] == F[b0:b1]
+
+        return header_equal
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def now_us(self) -> int:
+        return int((time.monotonic() - self._start) * 1e6)
+
+    @staticmethod
+    def _set(F: list, f: _StdField | None, value: int) -> None:
+        if f is not None:
+            F[f.index] = value & f.mask
+
+    def _reset_metadata(self, F: list) -> None:
+        for start, stop, zeros in self._metadata_slices:
+            F[start:stop] = zeros
+
+    def _copy_field_list(self, dst: list, src: list, field_list: int) -> None:
+        for i in self._field_lists.get(field_list, ()):
+            dst[i] = src[i]
+
+    def _fresh(self, frame: bytes, ingress_port: int, ingress_length: int) -> Packet:
+        return Packet(self._F0[:], self._V0[:], frame, ingress_port, ingress_length)
+
+    @staticmethod
+    def _run(node, F, V, p) -> None:
+        while node is not None:
+            if p.exit:
+                break
+            node = node(F, V, p)
+
+    # -- the packet path ------------------------------------------------------------------------
+
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """Run one received frame through the switch; returns the (egress_port, frame) pairs
+        that leave it, in the order they are produced."""
+        frame = bytes(frame)
+        with self.lock:
+            p = self._fresh(frame, ingress_port, len(frame))
+            F = p.F
+            self._set(F, self._f_ingress_port, ingress_port)
+            self._set(F, self._f_packet_length, len(frame))
+            self._set(F, self._f_instance_type, PKT_INSTANCE_TYPE_NORMAL)
+            self._set(F, self._f_ingress_ts, self.now_us())
+            out: list[tuple[int, bytes]] = []
+            ingress_q: deque[Packet] = deque([p])
+            egress_q: deque[Packet] = deque()
+            passes = 0
+            while ingress_q or egress_q:
+                passes += 1
+                if passes > MAX_PASSES_PER_PACKET:
+                    log.error("packet from port %d still in the pipeline after %d passes "
+                              "(resubmit/recirculate loop?); dropping it", ingress_port, passes)
+                    break
+                try:
+                    if ingress_q:
+                        self._ingress(ingress_q.popleft(), ingress_q, egress_q)
+                    else:
+                        self._egress(egress_q.popleft(), ingress_q, egress_q, out)
+                except PacketDropped as exc:
+                    log.error("packet dropped: %s", exc)
+            return out
+
+    def _ingress(self, p: Packet, ingress_q: deque, egress_q: deque) -> None:
+        F, V = p.F, p.V
+        ingress_size = p.length
+        self._parse(F, V, p, p.frame)
+        self._set(F, self._f_parser_error, p.parser_error)
+        checksum_bad = self._verify(F, V, p)
+        self._set(F, self._f_checksum_error, 1 if checksum_bad else 0)
+        self._run(self._ingress_start, F, V, p)
+        p.exit = False
+        egress_spec = F[self._f_egress_spec.index]
+        mgid = F[self._f_mcast_grp.index] if self._f_mcast_grp else 0
+
+        if p.clone_session:
+            session = p.clone_session & MIRROR_SESSION_ID_MASK
+            field_list = p.clone_field_list
+            p.clone_session = p.clone_field_list = 0
+            config = self.pre.clone_session(session)
+            if config is not None:
+                # The clone is the packet as it entered ingress, parsed again.
+                copy = self._fresh(p.frame, p.ingress_port, p.ingress_length)
+                copy.length = ingress_size
+                self._set(copy.F, self._f_ingress_port, p.ingress_port)
+                self._parse(copy.F, copy.V, copy, copy.frame)
+                self._reset_metadata(copy.F)
+                self._copy_field_list(copy.F, F, field_list)
+                self._set(copy.F, self._f_instance_type, PKT_INSTANCE_TYPE_INGRESS_CLONE)
+                self._send_clone(copy, config, egress_q)
+
+        if p.resubmit:
+            copy = self._fresh(p.frame, p.ingress_port, p.ingress_length)
+            self._copy_field_list(copy.F, F, p.resubmit)
+            self._set(copy.F, self._f_instance_type, PKT_INSTANCE_TYPE_RESUBMIT)
+            copy.length = ingress_size
+            self._set(copy.F, self._f_packet_length, ingress_size)
+            ingress_q.append(copy)
+            return
+
+        if mgid != 0:
+            self._set(F, self._f_instance_type, PKT_INSTANCE_TYPE_REPLICATION)
+            self._multicast(p, mgid, egress_q)
+            return
+        if egress_spec == self.drop_port:
+            return
+        self._set(F, self._f_instance_type, PKT_INSTANCE_TYPE_NORMAL)
+        self._enqueue(p, egress_spec, egress_q)
+
+    def _send_clone(self, copy: Packet, config, egress_q: deque) -> None:
+        if config.mgid is not None:
+            self._multicast(copy, config.mgid, egress_q)
+        if config.egress_port is not None:
+            self._enqueue(copy, config.egress_port, egress_q)
+
+    def _multicast(self, p: Packet, mgid: int, egress_q: deque) -> None:
+        for port, rid in self.pre.replicate(mgid):
+            self._set(p.F, self._f_egress_rid, rid)
+            copy = Packet(p.F[:], p.V[:], p.frame, p.ingress_port, p.ingress_length)
+            copy.payload = p.payload
+            copy.length = p.length
+            self._enqueue(copy, port, egress_q)
+
+    def _enqueue(self, p: Packet, port: int, egress_q: deque) -> None:
+        p.egress_port = port
+        F = p.F
+        if self._f_priority is not None and F[self._f_priority.index] >= 1:
+            # simple_switch runs one queue per port unless --priority-queues is given.
+            log.error("Priority out of range, dropping packet")
+            return
+        if self._queueing is not None:
+            self._set(F, self._queueing[0], self.now_us())
+            self._set(F, self._queueing[1], 0)
+        egress_q.append(p)
+
+    def _egress(self, p: Packet, ingress_q: deque, egress_q: deque, out: list) -> None:
+        F, V = p.F, p.V
+        now = self.now_us()
+        self._set(F, self._f_egress_ts, now)
+        if self._queueing is not None:
+            enq_ts = F[self._queueing[0].index]
+            self._set(F, self._queueing[2], now - enq_ts)
+            self._set(F, self._queueing[3], 0)
+            self._set(F, self._f_qid, 0)
+        self._set(F, self._f_egress_port, p.egress_port)
+        # simple_switch initialises egress_spec to drop_port + 1, truncated to the field width.
+        self._set(F, self._f_egress_spec, self.drop_port + 1)
+        self._set(F, self._f_packet_length, p.length)
+        self._run(self._egress_start, F, V, p)
+
+        if p.clone_session:
+            session = p.clone_session & MIRROR_SESSION_ID_MASK
+            field_list = p.clone_field_list
+            p.clone_session = p.clone_field_list = 0
+            config = self.pre.clone_session(session)
+            if config is not None:
+                # The clone carries the headers as egress left them, metadata reset.
+                copy = Packet(F[:], V[:], p.frame, p.ingress_port, p.ingress_length)
+                copy.payload = p.payload
+                self._reset_metadata(copy.F)
+                self._copy_field_list(copy.F, F, field_list)
+                self._set(copy.F, self._f_instance_type, PKT_INSTANCE_TYPE_EGRESS_CLONE)
+                copy.length = p.length
+                self._send_clone(copy, config, egress_q)
+
+        if F[self._f_egress_spec.index] == self.drop_port:
+            return
+        data = self._deparse(F, V, p)
+
+        if p.recirculate:
+            copy = self._fresh(data, p.ingress_port, len(data))
+            self._copy_field_list(copy.F, F, p.recirculate)
+            self._set(copy.F, self._f_instance_type, PKT_INSTANCE_TYPE_RECIRC)
+            self._set(copy.F, self._f_packet_length, len(data))
+            ingress_q.append(copy)
+            return
+        out.append((p.egress_port, data[:p.truncated_length]))
+
+    # -- whole-switch control -------------------------------------------------------------------
+
+    def reset_state(self) -> None:
+        """Clear every table entry, register, counter and PRE entry (bmv2's reset_state)."""
+        with self.lock:
+            for t in self.tables.values():
+                t.reset()
+                t.reset_counters()
+            for r in self.registers.values():
+                r.reset()
+            for c in self.counters.values():
+                c.reset()
+            self.pre.reset()

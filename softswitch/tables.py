@@ -1,0 +1,537 @@
+"""Match-action tables: control-plane entry management and the per-packet lookup.
+
+Semantics follow bmv2's match units: an exact table matches one key; an LPM table picks the longest
+prefix among matching entries; ternary and range tables pick the matching entry with the highest
+priority, ties going to the entry with the smallest handle (bmv2 reuses the smallest free handle).
+
+Priorities in this API are P4Runtime priorities (a larger number wins).  bmv2's own convention is
+the opposite; const entries from the JSON carry bmv2 priorities and are converted the way
+simple_switch_grpc's PI layer converts them (``2**31 - 1 - bmv2_priority``).
+
+The table key is one int: the key elements' values concatenated, most significant first.  An entry
+is a ``(mask, value)`` over that int plus, for range elements, a list of bounds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from .codegen import ActionInfo
+from .errors import TableError
+from .expressions import parse_hexstr
+from .program import KeySpec, Program, TableSpec
+
+BM_MAX_PRIORITY = (1 << 31) - 1
+
+MatchSpec = Mapping[str, object] | Sequence[object]
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """A read-only view of one entry (or of the default entry, whose ``handle`` is None)."""
+
+    handle: int | None
+    match: dict[str, object]
+    priority: int
+    action: str
+    params: dict[str, int]
+    packets: int
+    bytes: int
+    is_const: bool
+
+
+class _Entry:
+    __slots__ = ("handle", "fields", "priority", "mask", "value", "ranges", "action", "fn", "data",
+                 "next", "packets", "bytes", "is_const", "identity")
+
+    def __init__(self) -> None:
+        self.packets = 0
+        self.bytes = 0
+
+
+def _noop(F, V, p, D):  # the action of a table with no default entry in the JSON
+    return None
+
+
+class MatchTable:
+    """One P4 table.  All control operations take the switch lock."""
+
+    def __init__(self, spec: TableSpec, program: Program, namespace: dict,
+                 lock: threading.RLock):
+        self.spec = spec
+        self.name = spec.name
+        self._program = program
+        self._namespace = namespace
+        self._lock = lock
+        self._key: Callable | None = namespace[spec.key_fn] if spec.key_fn else None
+        self._entries: dict[int, _Entry] = {}
+        self._by_identity: dict[tuple, _Entry] = {}
+        self._free_handles: list[int] = []
+        self._next_handle = 0
+        self._immutable = False
+        self._count = spec.direct_counter is not None
+        self._nodes: dict[str, Callable] = {}
+        self._exact: dict[int, _Entry] = {}
+        self._lpm: list[tuple[int, dict[int, _Entry]]] = []
+        self._sorted: list[tuple] = []  # (-priority, handle, entry) for ternary/range tables
+        self._scan: list[tuple] = []  # (mask, value, entry) in match order
+        self._lookup = {"exact": self._exact.get, "lpm": self._lookup_lpm,
+                        "ternary": self._lookup_ternary, "range": self._lookup_range
+                        }[spec.match_type]
+        self.default = _Entry()
+        self._default_default = (None, ())
+        self.apply = self._apply if self._key is not None else self._apply_default
+
+    # -- wiring (done once by the switch) -------------------------------------------------------
+
+    def resolve(self, nodes: dict[str, Callable]) -> None:
+        """Bind control-flow node names to callables, then install the JSON's default and const
+        entries (bmv2 does this at load time too)."""
+        self._nodes = nodes
+        spec = self.spec
+        d = spec.default_entry
+        if d is not None:
+            self._default_default = (d.action_id, d.data)
+        self._install_default(*self._default_default)
+        self.default.is_const = bool(d and d.entry_const)
+        for node in spec.const_entries:
+            self._add_const(node)
+        if spec.const_entries:
+            self._immutable = True
+
+    def _node(self, name: str | None) -> Callable | None:
+        return None if name is None else self._nodes[name]
+
+    def _next_for(self, action_id: int, default: bool) -> Callable | None:
+        spec = self.spec
+        if spec.next_by_action is None:
+            return self._node(spec.next_miss if default else spec.next_hit)
+        return self._node(spec.next_by_action[action_id])
+
+    def _install_default(self, action_id: int | None, data: tuple) -> None:
+        e = self.default
+        e.handle = None
+        e.fields = ()
+        e.priority = 0
+        e.identity = None
+        if action_id is None:
+            e.action, e.fn, e.data = None, _noop, ()
+            e.next = self._node(self.spec.base_default_next if self.spec.next_by_action is not None
+                                else self.spec.next_miss)
+        else:
+            info = self._program.actions[action_id]
+            e.action, e.fn, e.data = info, self._namespace[info.fname], data
+            e.next = self._next_for(action_id, True)
+
+    # -- packet path ----------------------------------------------------------------------------
+
+    def _apply(self, F, V, p):
+        e = self._lookup(self._key(F, V))
+        if e is None:
+            e = self.default
+        elif self._count:
+            e.packets += 1
+            e.bytes += p.ingress_length
+        e.fn(F, V, p, e.data)
+        return e.next
+
+    def _apply_default(self, F, V, p):
+        e = self.default
+        e.fn(F, V, p, e.data)
+        return e.next
+
+    def _lookup_lpm(self, k):
+        for mask, entries in self._lpm:
+            e = entries.get(k & mask)
+            if e is not None:
+                return e
+        return None
+
+    def _lookup_ternary(self, k):
+        for mask, value, e in self._scan:
+            if k & mask == value:
+                return e
+        return None
+
+    def _lookup_range(self, k):
+        for mask, value, e in self._scan:
+            if k & mask == value:
+                for shift, wmask, lo, hi in e.ranges:
+                    if not lo <= (k >> shift) & wmask <= hi:
+                        break
+                else:
+                    return e
+        return None
+
+    # -- match specifications -------------------------------------------------------------------
+
+    def _normalize_match(self, match: MatchSpec | None) -> list[tuple]:
+        """Per key element: ('exact', v) | ('lpm', v, plen) | ('ternary', v, mask) |
+        ('range', lo, hi), validated against the element's width."""
+        keys = self.spec.keys
+        if not keys:
+            raise TableError("NO_TABLE_KEY", f"table {self.name!r} has no key")
+        if match is None:
+            match = {}
+        if isinstance(match, Mapping):
+            unknown = set(match) - {k.name for k in keys}
+            if unknown:
+                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} has no key field(s) "
+                                 f"{sorted(unknown)}")
+            values = [match.get(k.name) for k in keys]
+        else:
+            values = list(match)
+            if len(values) != len(keys):
+                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} expects {len(keys)} key "
+                                 f"fields, got {len(values)}")
+        return [self._normalize_field(k, v) for k, v in zip(keys, values, strict=True)]
+
+    def _normalize_field(self, k: KeySpec, v: object) -> tuple:
+        full = (1 << k.width) - 1
+
+        def check(x: object, what: str) -> int:
+            if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= full:
+                raise TableError("BAD_MATCH_KEY", f"{what} {x!r} for key field {k.name!r} does "
+                                 f"not fit in {k.width} bits")
+            return x
+
+        if k.match_type == "exact":
+            if v is None:
+                raise TableError("BAD_MATCH_KEY", f"exact key field {k.name!r} is missing")
+            return ("exact", check(v, "value"))
+        if k.match_type == "lpm":
+            if v is None:
+                return ("lpm", 0, 0)
+            value, plen = (v, k.width) if isinstance(v, int) else tuple(v)
+            if not isinstance(plen, int) or not 0 <= plen <= k.width:
+                raise TableError("BAD_MATCH_KEY", f"invalid prefix length {plen!r} for {k.name!r}")
+            prefix_mask = full ^ ((1 << (k.width - plen)) - 1)
+            if check(value, "value") & ~prefix_mask:
+                raise TableError("BAD_MATCH_KEY", f"value {value:#x} of {k.name!r} has bits set "
+                                 f"beyond its /{plen} prefix")
+            return ("lpm", value, plen)
+        if k.match_type == "ternary":
+            if v is None:
+                return ("ternary", 0, 0)
+            value, mask = (v, full) if isinstance(v, int) else tuple(v)
+            check(value, "value")
+            check(mask, "mask")
+            if value & ~mask:
+                raise TableError("BAD_MATCH_KEY", f"value {value:#x} of {k.name!r} has bits "
+                                 f"outside its mask {mask:#x}")
+            return ("ternary", value, mask)
+        if v is None:
+            return ("range", 0, full)
+        lo, hi = (v, v) if isinstance(v, int) else tuple(v)
+        check(lo, "low bound")
+        check(hi, "high bound")
+        if lo > hi:
+            raise TableError("BAD_MATCH_KEY", f"empty range [{lo}, {hi}] for {k.name!r}")
+        return ("range", lo, hi)
+
+    def _compile_match(self, fields: list[tuple]) -> tuple[int, int, tuple]:
+        """(mask, value, ranges) over the concatenated key for normalized match fields."""
+        mask = value = 0
+        ranges = []
+        for k, f in zip(self.spec.keys, fields, strict=True):
+            full = (1 << k.width) - 1
+            if f[0] == "exact":
+                m, v = full, f[1]
+            elif f[0] == "lpm":
+                m, v = full ^ ((1 << (k.width - f[2])) - 1), f[1]
+            elif f[0] == "ternary":
+                m, v = f[2], f[1]
+            else:
+                m, v = 0, 0
+                if (f[1], f[2]) != (0, full):
+                    ranges.append((k.shift, full, f[1], f[2]))
+            mask |= m << k.shift
+            value |= v << k.shift
+        return mask, value, tuple(ranges)
+
+    def _check_priority(self, priority: int | None) -> int:
+        if self.spec.needs_priority:
+            if priority is None or not isinstance(priority, int) or not 1 <= priority <= \
+                    BM_MAX_PRIORITY:
+                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} needs a priority in "
+                                 f"[1, {BM_MAX_PRIORITY}], got {priority!r}")
+            return priority
+        if priority not in (None, 0):
+            raise TableError("BAD_MATCH_KEY", f"table {self.name!r} ({self.spec.match_type} "
+                             "match) does not take priorities")
+        return 0
+
+    def _identity(self, mask: int, value: int, ranges: tuple, priority: int) -> tuple:
+        if self.spec.match_type == "exact":
+            return (value,)
+        if self.spec.match_type == "lpm":
+            return (mask, value)
+        return (mask, value, ranges, priority)
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def _action(self, name: str) -> ActionInfo:
+        try:
+            return self._program.action_by_name(self.spec, name)
+        except KeyError:
+            raise TableError("INVALID_ACTION_NAME", f"action {name!r} is not an action of table "
+                             f"{self.name!r}") from None
+
+    @staticmethod
+    def _action_data(info: ActionInfo, params: Mapping[str, int] | Sequence[int] | None) -> tuple:
+        if params is None:
+            params = {}
+        if isinstance(params, Mapping):
+            unknown = set(params) - {n for n, _ in info.params}
+            if unknown or len(params) != len(info.params):
+                raise TableError("BAD_ACTION_DATA", f"action {info.name!r} takes parameters "
+                                 f"{[n for n, _ in info.params]}, got {sorted(params)}")
+            values = [params[n] for n, _ in info.params]
+        else:
+            values = list(params)
+            if len(values) != len(info.params):
+                raise TableError("BAD_ACTION_DATA", f"action {info.name!r} takes "
+                                 f"{len(info.params)} parameters, got {len(values)}")
+        for (pname, width), v in zip(info.params, values, strict=True):
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < (1 << width):
+                raise TableError("BAD_ACTION_DATA", f"value {v!r} of parameter {pname!r} does "
+                                 f"not fit in {width} bits")
+        return tuple(values)
+
+    # -- control operations ---------------------------------------------------------------------
+
+    def add(self, match: MatchSpec | None, action: str,
+            params: Mapping[str, int] | Sequence[int] | None = None,
+            priority: int | None = None) -> int:
+        """Add an entry; returns its handle."""
+        with self._lock:
+            if self._immutable:
+                raise TableError("IMMUTABLE_TABLE_ENTRIES", f"table {self.name!r} has const "
+                                 "entries and cannot be modified")
+            return self._insert(self._normalize_match(match), self._check_priority(priority),
+                                self._action(action), params, False)
+
+    def _insert(self, fields: list[tuple], priority: int, info: ActionInfo, params,
+                is_const: bool) -> int:
+        data = self._action_data(info, params)
+        mask, value, ranges = self._compile_match(fields)
+        identity = self._identity(mask, value, ranges, priority)
+        if identity in self._by_identity:
+            raise TableError("DUPLICATE_ENTRY", f"table {self.name!r} already has an entry "
+                             "with this match key")
+        if len(self._entries) >= self.spec.max_size:
+            raise TableError("TABLE_FULL", f"table {self.name!r} is full "
+                             f"({self.spec.max_size} entries)")
+        e = _Entry()
+        e.handle = heapq.heappop(self._free_handles) if self._free_handles else self._next_handle
+        if e.handle == self._next_handle:
+            self._next_handle += 1
+        e.fields, e.priority, e.mask, e.value, e.ranges = tuple(fields), priority, mask, value, \
+            ranges
+        e.identity, e.is_const = identity, is_const
+        self._set_action(e, info, data)
+        self._entries[e.handle] = e
+        self._by_identity[identity] = e
+        self._index_add(e)
+        return e.handle
+
+    def _set_action(self, e: _Entry, info: ActionInfo, data: tuple) -> None:
+        e.action, e.fn, e.data = info, self._namespace[info.fname], data
+        e.next = self._next_for(info.id, False)
+
+    def _index_add(self, e: _Entry) -> None:
+        kind = self.spec.match_type
+        if kind == "exact":
+            self._exact[e.value] = e
+        elif kind == "lpm":
+            for m, entries in self._lpm:
+                if m == e.mask:
+                    entries[e.value] = e
+                    break
+            else:
+                self._lpm.append((e.mask, {e.value: e}))
+                # Longer prefixes first; within an LPM table only the LPM element's mask varies.
+                self._lpm.sort(key=lambda item: -bin(item[0]).count("1"))
+        else:
+            bisect.insort(self._sorted, (-e.priority, e.handle, e))
+            self._rescan()
+
+    def _rescan(self) -> None:
+        self._scan[:] = [(e.mask, e.value, e) for _, _, e in self._sorted]
+
+    def _index_remove(self, e: _Entry) -> None:
+        kind = self.spec.match_type
+        if kind == "exact":
+            del self._exact[e.value]
+        elif kind == "lpm":
+            for i, (m, entries) in enumerate(self._lpm):
+                if m == e.mask:
+                    del entries[e.value]
+                    if not entries:
+                        del self._lpm[i]
+                    break
+        else:
+            self._sorted.remove((-e.priority, e.handle, e))
+            self._rescan()
+
+    def _add_const(self, node: dict) -> None:
+        """An entry of the JSON ``entries`` list (key in JSON hexstr form, bmv2 priority)."""
+        fields = []
+        for k, m in zip(self.spec.keys, node["match_key"], strict=True):
+            kind = m["match_type"]
+            if kind == "exact":
+                fields.append(self._normalize_field(k, parse_hexstr(m["key"])))
+            elif kind == "lpm":
+                fields.append(self._normalize_field(k, (parse_hexstr(m["key"]),
+                                                        int(m["prefix_length"]))))
+            elif kind == "ternary":
+                v, mask = parse_hexstr(m["key"]), parse_hexstr(m["mask"])
+                fields.append(self._normalize_field(k, (v & mask, mask)))
+            elif kind == "range":
+                fields.append(self._normalize_field(k, (parse_hexstr(m["start"]),
+                                                        parse_hexstr(m["end"]))))
+            else:
+                raise TableError("BAD_MATCH_KEY", f"const entry match type {kind!r}")
+        priority = 0
+        if self.spec.needs_priority:
+            priority = BM_MAX_PRIORITY - int(node.get("priority", 0))
+        act = node["action_entry"]
+        info = self._program.actions[int(act["action_id"])]
+        data = [parse_hexstr(x) for x in act.get("action_data", [])]
+        self._insert(fields, priority, info, data, True)
+
+    def _find(self, match: MatchSpec | int, priority: int | None) -> _Entry:
+        if isinstance(match, int) and not isinstance(match, bool):
+            e = self._entries.get(match)
+            if e is None:
+                raise TableError("INVALID_HANDLE", f"table {self.name!r} has no entry with "
+                                 f"handle {match}")
+            return e
+        fields = self._normalize_match(match)
+        mask, value, ranges = self._compile_match(fields)
+        e = self._by_identity.get(self._identity(mask, value, ranges,
+                                                 self._check_priority(priority)))
+        if e is None:
+            raise TableError("INVALID_HANDLE", f"table {self.name!r} has no entry with this "
+                             "match key")
+        return e
+
+    def modify(self, match: MatchSpec | int, action: str,
+               params: Mapping[str, int] | Sequence[int] | None = None,
+               priority: int | None = None) -> None:
+        """Change the action of the entry given by handle or by match key (+ priority)."""
+        with self._lock:
+            if self._immutable:
+                raise TableError("IMMUTABLE_TABLE_ENTRIES", f"table {self.name!r} has const "
+                                 "entries and cannot be modified")
+            e = self._find(match, priority)
+            info = self._action(action)
+            self._set_action(e, info, self._action_data(info, params))
+
+    def delete(self, match: MatchSpec | int, priority: int | None = None) -> None:
+        with self._lock:
+            if self._immutable:
+                raise TableError("IMMUTABLE_TABLE_ENTRIES", f"table {self.name!r} has const "
+                                 "entries and cannot be modified")
+            e = self._find(match, priority)
+            self._remove(e)
+
+    def _remove(self, e: _Entry) -> None:
+        del self._entries[e.handle]
+        del self._by_identity[e.identity]
+        self._index_remove(e)
+        heapq.heappush(self._free_handles, e.handle)
+
+    def clear(self) -> None:
+        """Remove every entry (const entries stay)."""
+        with self._lock:
+            if self._immutable:
+                return
+            for e in list(self._entries.values()):
+                self._remove(e)
+
+    def find(self, match: MatchSpec, priority: int | None = None) -> TableEntry | None:
+        with self._lock:
+            try:
+                return self._view(self._find(match, priority))
+            except TableError:
+                return None
+
+    def set_default(self, action: str, params: Mapping[str, int] | Sequence[int] | None = None
+                    ) -> None:
+        with self._lock:
+            d = self.spec.default_entry
+            if d is not None and d.entry_const:
+                raise TableError("DEFAULT_ENTRY_IS_CONST", f"the default entry of table "
+                                 f"{self.name!r} is const")
+            info = self._action(action)
+            if d is not None and d.action_const and info.id != d.action_id:
+                raise TableError("DEFAULT_ACTION_IS_CONST", f"the default action of table "
+                                 f"{self.name!r} is const")
+            self._install_default(info.id, self._action_data(info, params))
+
+    def reset_default(self) -> None:
+        with self._lock:
+            self._install_default(*self._default_default)
+
+    def reset(self) -> None:
+        """Back to the state after loading: no runtime entries, JSON default entry."""
+        with self._lock:
+            self.clear()
+            self._install_default(*self._default_default)
+
+    @property
+    def default_entry(self) -> TableEntry:
+        with self._lock:
+            return self._view(self.default)
+
+    @property
+    def has_const_default_action(self) -> bool:
+        d = self.spec.default_entry
+        return bool(d and d.action_const)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[TableEntry]:
+        return iter(self.entries())
+
+    def entries(self) -> list[TableEntry]:
+        with self._lock:
+            return [self._view(e) for _, e in sorted(self._entries.items())]
+
+    def counter(self, handle: int | None) -> tuple[int, int]:
+        """(packets, bytes) of the direct counter of an entry (None: the default entry)."""
+        with self._lock:
+            e = self.default if handle is None else self._find(handle, None)
+            return e.packets, e.bytes
+
+    def set_counter(self, handle: int | None, packets: int, nbytes: int) -> None:
+        with self._lock:
+            e = self.default if handle is None else self._find(handle, None)
+            e.packets, e.bytes = packets, nbytes
+
+    def reset_counters(self) -> None:
+        with self._lock:
+            for e in list(self._entries.values()) + [self.default]:
+                e.packets = e.bytes = 0
+
+    def _view(self, e: _Entry) -> TableEntry:
+        match = {}
+        for k, f in zip(self.spec.keys, e.fields, strict=True):
+            if f[0] == "exact":
+                match[k.name] = f[1]
+            elif f[0] == "lpm":
+                match[k.name] = None if f[2] == 0 else (f[1], f[2])
+            elif f[0] == "ternary":
+                match[k.name] = None if f[2] == 0 else (f[1], f[2])
+            else:
+                match[k.name] = None if (f[1], f[2]) == (0, (1 << k.width) - 1) else (f[1], f[2])
+        info = e.action
+        params = {} if info is None else {n: v for (n, _), v in zip(info.params, e.data, strict=True)}
+        return TableEntry(e.handle, match, e.priority, "" if info is None else info.name, params,
+                          e.packets, e.bytes, bool(e.is_const))
