@@ -1,8 +1,25 @@
 /* Executor test program: multicast (egress_rid, instance_type), ingress and egress clones with
  * and without preserved metadata, resubmit and recirculate with field lists, mark_to_drop,
- * exit, packet_length across header removal. The mode byte selects the behaviour. */
+ * exit, packet_length across header removal, controller packet I/O (packet_in / packet_out).
+ * The mode byte selects the behaviour. */
 #include <core.p4>
 #include <v1model.p4>
+
+const bit<9> CPU_PORT = 64;
+
+@controller_header("packet_out")
+header packet_out_t {
+    bit<9> egress_port;
+    bit<7> pad;
+    bit<8> tag;
+}
+
+@controller_header("packet_in")
+header packet_in_t {
+    bit<9> ingress_port;
+    bit<7> pad;
+    bit<8> reason;
+}
 
 header ethernet_t { bit<48> dst; bit<48> src; bit<16> etherType; }
 
@@ -21,7 +38,13 @@ header rep_t {
 
 header extra_t { bit<32> word; }
 
-struct headers_t { ethernet_t ethernet; rep_t rep; extra_t extra; }
+struct headers_t {
+    packet_in_t  packet_in;
+    packet_out_t packet_out;
+    ethernet_t   ethernet;
+    rep_t        rep;
+    extra_t      extra;
+}
 
 struct metadata_t {
     @field_list(1, 2)
@@ -34,6 +57,16 @@ struct metadata_t {
 parser ParserImpl(packet_in pkt, out headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t sm) {
     state start {
+        transition select(sm.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
         pkt.extract(hdr.ethernet);
         pkt.extract(hdr.rep);
         transition select(hdr.rep.mode) {
@@ -51,6 +84,12 @@ control NoVerify(inout headers_t hdr, inout metadata_t meta) { apply { } }
 
 control IngressImpl(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     apply {
+        if (hdr.packet_out.isValid()) {
+            sm.egress_spec = hdr.packet_out.egress_port;
+            hdr.rep.carry = hdr.packet_out.tag;
+            hdr.packet_out.setInvalid();
+            exit;
+        }
         hdr.rep.in_instance = (bit<8>) sm.instance_type;
         hdr.rep.in_port = (bit<16>) sm.ingress_port;
         hdr.rep.in_len = (bit<16>) sm.packet_length;
@@ -85,6 +124,12 @@ control IngressImpl(inout headers_t hdr, inout metadata_t meta, inout standard_m
         } else if (hdr.rep.mode == 9) {
             hdr.extra.setInvalid();
             sm.egress_spec = 4;
+        } else if (hdr.rep.mode == 10) {
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = sm.ingress_port;
+            hdr.packet_in.pad = 0;
+            hdr.packet_in.reason = 0x2A;
+            sm.egress_spec = CPU_PORT;
         }
         hdr.rep.marker = 0x11;
     }
@@ -118,6 +163,7 @@ control NoCompute(inout headers_t hdr, inout metadata_t meta) { apply { } }
 
 control DeparserImpl(packet_out pkt, in headers_t hdr) {
     apply {
+        pkt.emit(hdr.packet_in);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.rep);
         pkt.emit(hdr.extra);

@@ -1,0 +1,62 @@
+"""The running switch as the ports and the P4Runtime server share it.
+
+A pipeline push replaces the whole ``V1Switch`` (bmv2 resets all state when it swaps configs).
+Frames leaving on the CPU port go to the controller as P4Runtime PacketIn, like
+``simple_switch_grpc --cpu-port``; every other frame goes to the port layer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .program import Program
+from .switch import DEFAULT_DROP_PORT, V1Switch
+
+log = logging.getLogger("softswitch")
+
+Transmit = Callable[[int, bytes], None]
+
+
+class Dataplane:
+    def __init__(self, device_id: int = 0, cpu_port: int = 0,
+                 drop_port: int = DEFAULT_DROP_PORT):
+        self.device_id = device_id
+        self.cpu_port = cpu_port  # 0: no CPU port, as in bmv2
+        self.drop_port = drop_port
+        self.switch: V1Switch | None = None
+        self._transmit: Transmit | None = None
+        self._packet_in: Callable[[bytes], None] | None = None
+
+    def set_transmit(self, transmit: Transmit | None) -> None:
+        """Where frames leaving on a data port go (the port layer)."""
+        self._transmit = transmit
+
+    def set_packet_in(self, packet_in: Callable[[bytes], None] | None) -> None:
+        """Where frames leaving on the CPU port go (the P4Runtime server)."""
+        self._packet_in = packet_in
+
+    def install(self, program: Program) -> V1Switch:
+        """Start running ``program`` with fresh state."""
+        self.switch = V1Switch(program, drop_port=self.drop_port)
+        return self.switch
+
+    def receive(self, port: int, frame: bytes) -> None:
+        """A frame arrived on ``port``: run it and deliver what leaves."""
+        switch = self.switch
+        if switch is None:
+            return  # no pipeline yet (--no-p4): bmv2 drops everything
+        for out_port, data in switch.process(port, frame):
+            if self.cpu_port and out_port == self.cpu_port:
+                if self._packet_in is not None:
+                    self._packet_in(data)
+            elif self._transmit is not None:
+                self._transmit(out_port, data)
+
+    def packet_out(self, frame: bytes) -> bool:
+        """Inject a controller frame as if received on the CPU port; False without a CPU port."""
+        if not self.cpu_port:
+            log.error("PacketOut received but no CPU port is configured (use --cpu-port)")
+            return False
+        self.receive(self.cpu_port, frame)
+        return True

@@ -1,0 +1,216 @@
+"""Switch ports: Linux interfaces (AF_PACKET, like bmv2's ``-i N@veth0``) and UDP tunnels.
+
+A UDP-tunnel port ``N@udp:HOST:PORT`` binds ``HOST:PORT``; every datagram received there is one
+whole Ethernet frame entering switch port ``N``, and frames leaving port ``N`` are sent to the
+address that most recently sent a datagram to it (frames for a port with no peer yet are dropped
+and counted).  This lets worker processes attach to the switch without root or veth pairs.
+
+One thread waits on all port sockets and feeds every received frame to the dataplane.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import select
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .dataplane import Dataplane
+from .pcap import PcapWriter
+
+log = logging.getLogger("softswitch.ports")
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+MAX_FRAME = 65535
+
+
+@dataclass
+class PortStats:
+    rx: int = 0
+    tx: int = 0
+    tx_dropped: int = 0  # UDP port with no peer yet, or a send error
+
+
+class Port:
+    def __init__(self, number: int, name: str):
+        self.number = number
+        self.name = name
+        self.stats = PortStats()
+        self.sock: socket.socket
+        self.pcap_in: PcapWriter | None = None
+        self.pcap_out: PcapWriter | None = None
+
+    def recv(self) -> bytes | None:
+        raise NotImplementedError
+
+    def send(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.sock.close()
+        for w in (self.pcap_in, self.pcap_out):
+            if w is not None:
+                w.close()
+
+
+class UdpPort(Port):
+    def __init__(self, number: int, host: str, udp_port: int):
+        super().__init__(number, f"udp:{host}:{udp_port}")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((host, udp_port))
+        self.address = self.sock.getsockname()[:2]
+        self.name = f"udp:{host}:{self.address[1]}"  # the port actually bound
+        self.peer: tuple | None = None
+
+    def recv(self) -> bytes | None:
+        frame, peer = self.sock.recvfrom(MAX_FRAME)
+        self.peer = peer
+        return frame
+
+    def send(self, frame: bytes) -> None:
+        if self.peer is None:
+            self.stats.tx_dropped += 1
+            return
+        try:
+            self.sock.sendto(frame, self.peer)
+            self.stats.tx += 1
+        except OSError as exc:
+            self.stats.tx_dropped += 1
+            log.warning("port %d: cannot send to %s: %s", self.number, self.peer, exc)
+
+
+class InterfacePort(Port):
+    """A Linux network interface through an AF_PACKET socket (needs CAP_NET_RAW)."""
+
+    def __init__(self, number: int, ifname: str):
+        super().__init__(number, ifname)
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.bind((ifname, 0))
+
+    def recv(self) -> bytes | None:
+        frame, addr = self.sock.recvfrom(MAX_FRAME)
+        if addr[2] == PACKET_OUTGOING:  # our own transmissions, seen by the packet socket
+            return None
+        return frame
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.send(frame)
+            self.stats.tx += 1
+        except OSError as exc:
+            self.stats.tx_dropped += 1
+            log.warning("port %d (%s): send failed: %s", self.number, self.name, exc)
+
+
+_UDP_SPEC = re.compile(r"^udp:(?P<host>\[[^\]]+\]|[^:]+):(?P<port>\d+)$")
+
+
+def parse_interface(spec: str) -> tuple[int, str]:
+    """``N@name`` -> (N, name), as bmv2's ``-i`` option."""
+    number, sep, name = spec.partition("@")
+    if not sep or not number.isdigit() or not name:
+        raise ValueError(f"invalid interface {spec!r}: expected <port-num>@<interface-name>")
+    return int(number), name
+
+
+def open_port(number: int, name: str) -> Port:
+    m = _UDP_SPEC.match(name)
+    if m:
+        return UdpPort(number, m.group("host").strip("[]"), int(m.group("port")))
+    return InterfacePort(number, name)
+
+
+class PortManager:
+    """Owns the ports of one switch and the thread that feeds their frames to the dataplane."""
+
+    def __init__(self, dataplane: Dataplane, pcap_dir: str | Path | None = None):
+        self.dataplane = dataplane
+        self.ports: dict[int, Port] = {}
+        self.pcap_dir = None if pcap_dir is None else Path(pcap_dir)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self.unknown_port_drops = 0
+        dataplane.set_transmit(self.transmit)
+
+    def add(self, number: int, name: str) -> Port:
+        if number in self.ports:
+            raise ValueError(f"port {number} is given twice")
+        if self.dataplane.cpu_port and number == self.dataplane.cpu_port:
+            raise ValueError(f"CPU port {number} is used as a data port")
+        port = open_port(number, name)
+        if self.pcap_dir is not None:
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", port.name)
+            port.pcap_in = PcapWriter(self.pcap_dir / f"{stem}_in.pcap")
+            port.pcap_out = PcapWriter(self.pcap_dir / f"{stem}_out.pcap")
+        self.ports[number] = port
+        if isinstance(port, UdpPort):
+            log.info("port %d bound to udp:%s:%d", number, *port.address)
+        else:
+            log.info("port %d attached to interface %s", number, name)
+        return port
+
+    def udp_addresses(self) -> dict[int, tuple[str, int]]:
+        return {n: (p.address[0], p.address[1]) for n, p in self.ports.items()
+                if isinstance(p, UdpPort)}
+
+    def write_udp_port_file(self, path: str | Path) -> None:
+        """Record the bound UDP addresses as JSON: {"<port>": ["host", udp_port], ...}."""
+        data = {str(n): list(addr) for n, addr in sorted(self.udp_addresses().items())}
+        tmp = Path(str(path) + ".tmp")
+        tmp.write_text(json.dumps(data) + "\n")
+        tmp.replace(path)
+
+    def transmit(self, number: int, frame: bytes) -> None:
+        port = self.ports.get(number)
+        if port is None:
+            self.unknown_port_drops += 1
+            return
+        if port.pcap_out is not None:
+            port.pcap_out.write(frame)
+        port.send(frame)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="softswitch-ports", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        by_fd = {p.sock.fileno(): p for p in self.ports.values()}
+        fds = list(by_fd) + [self._wake_r.fileno()]
+        while not self._stop.is_set():
+            ready, _, _ = select.select(fds, [], [])
+            for fd in ready:
+                port = by_fd.get(fd)
+                if port is None:
+                    continue
+                try:
+                    frame = port.recv()
+                except OSError as exc:
+                    log.warning("port %d: receive failed: %s", port.number, exc)
+                    continue
+                if frame is None:
+                    continue
+                port.stats.rx += 1
+                if port.pcap_in is not None:
+                    port.pcap_in.write(frame)
+                try:
+                    self.dataplane.receive(port.number, frame)
+                except Exception:  # keep the switch alive whatever one packet does
+                    log.exception("error while processing a packet from port %d", port.number)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for port in self.ports.values():
+            port.close()
+        self._wake_r.close()
+        self._wake_w.close()

@@ -1,0 +1,141 @@
+"""UDP-tunnel ports with real sockets on 127.0.0.1, pcap capture, and the softswitch-grpc command
+started as a process (ports file, P4Runtime port, clean SIGTERM shutdown)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from p4.v1 import p4runtime_pb2 as pb
+from p4.v1 import p4runtime_pb2_grpc
+
+from softswitch.dataplane import Dataplane
+from softswitch.pcap import read_pcap
+from softswitch.ports import PortManager, parse_interface
+
+from .conftest import COMPILED, program
+
+ETH = bytes.fromhex("0200000000020200000000010800")
+
+
+def rep_frame(mode: int) -> bytes:
+    return ETH + bytes([mode]) + bytes(13) + b"payload"
+
+
+def udp_socket() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(5)
+    return s
+
+
+def wait_until(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_parse_interface():
+    assert parse_interface("3@udp:127.0.0.1:40003") == (3, "udp:127.0.0.1:40003")
+    assert parse_interface("1@veth0") == (1, "veth0")
+    for bad in ("veth0", "x@veth0", "1@"):
+        with pytest.raises(ValueError):
+            parse_interface(bad)
+
+
+def test_udp_ports_learn_their_peer_and_forward(tmp_path):
+    dataplane = Dataplane()
+    dataplane.install(program("replication"))
+    ports = PortManager(dataplane, pcap_dir=tmp_path)
+    ports.add(1, "udp:127.0.0.1:0")
+    ports.add(2, "udp:127.0.0.1:0")
+    ports.add(3, "udp:127.0.0.1:0")
+    ports.start()
+    a, b = udp_socket(), udp_socket()
+    try:
+        addrs = ports.udp_addresses()
+        assert all(port != 0 for _, port in addrs.values())
+        # b says hello on port 1 (its frame is forwarded to port 1 itself: b is the peer by then).
+        b.sendto(rep_frame(0), addrs[1])
+        assert b.recvfrom(2048)[0][:14] == ETH
+        a.sendto(rep_frame(0), addrs[2])
+        data, src = b.recvfrom(2048)
+        assert src == addrs[1] and data[:14] == ETH and data[14] == 0
+        # Port 3 has never heard from anyone: its frames are dropped and counted.
+        a.sendto(rep_frame(4), addrs[2])
+        assert wait_until(lambda: ports.ports[3].stats.tx_dropped == 1)
+        assert ports.ports[2].stats.rx == 2
+        ports.write_udp_port_file(tmp_path / "ports.json")
+        saved = json.loads((tmp_path / "ports.json").read_text())
+        assert saved == {str(n): [h, p] for n, (h, p) in addrs.items()}
+    finally:
+        ports.stop()
+        a.close()
+        b.close()
+    port2 = f"udp_127.0.0.1_{addrs[2][1]}"
+    assert len(read_pcap(tmp_path / f"{port2}_in.pcap")) == 2
+    outs = read_pcap(tmp_path / f"udp_127.0.0.1_{addrs[1][1]}_out.pcap")
+    assert len(outs) == 2 and outs[1][:14] == ETH
+
+
+def test_cpu_port_cannot_be_a_data_port():
+    ports = PortManager(Dataplane(cpu_port=64))
+    with pytest.raises(ValueError, match="CPU port"):
+        ports.add(64, "udp:127.0.0.1:0")
+    ports.stop()
+
+
+def test_command_line_switch_process(tmp_path):
+    port_file = tmp_path / "ports.json"
+    cmd = [sys.executable, "-m", "softswitch", str(COMPILED / "replication.json"),
+           "-i", "1@udp:127.0.0.1:0", "-i", "2@udp:127.0.0.1:0", "--thrift-port", "9090",
+           "--udp-port-file", str(port_file), "--", "--grpc-server-addr", "127.0.0.1:0"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        grpc_line = ""
+        for line in proc.stdout:
+            if line.startswith("Server listening on"):
+                grpc_line = line
+                break
+        assert grpc_line, proc.stderr.read()
+        grpc_port = int(grpc_line.rsplit(":", 1)[1])
+        ports = {int(k): tuple(v) for k, v in json.loads(port_file.read_text()).items()}
+        a, b = udp_socket(), udp_socket()
+        b.sendto(rep_frame(0), ports[1])
+        b.recvfrom(2048)
+        a.sendto(rep_frame(0), ports[2])
+        assert b.recvfrom(2048)[0][:14] == ETH
+        a.close()
+        b.close()
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            assert stub.Capabilities(pb.CapabilitiesRequest()).p4runtime_api_version
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert "--thrift-port ignored" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_command_line_errors():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "softswitch", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    assert run().returncode == 1
+    assert run("--no-p4", str(COMPILED / "tables.json")).returncode == 1
+    bad = run("--no-p4", "-i", "nonsense")
+    assert bad.returncode == 1 and "invalid interface" in bad.stderr
