@@ -44,9 +44,10 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         LANES(ADD_LANE)
     }
 
-#define ZERO_LANE(i) hdr.lanes.v##i = 0;
-    action zero_lanes() {
-        LANES(ZERO_LANE)
+#define CLEAR_LANE(i) lane_##i.write(index, 0); hdr.lanes.v##i = 0;
+    /* Zero the aggregator's sum (and the packet's lanes, which report it). */
+    action clear_lanes() {
+        LANES(CLEAR_LANE)
     }
 
 #define LOAD_LANE(i) lane_##i.read(hdr.lanes.v##i, index);
@@ -100,13 +101,6 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         sm.mcast_grp = meta.job_group;
     }
 
-    action send_copy() {
-        load_lanes();
-        describe(OP_RESULT);
-        hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
-        reply_to_sender();
-    }
-
     action bounce(bit<8> reason) {
         hdr.sa.op = OP_BOUNCE;
         hdr.sa.reason = reason;
@@ -118,7 +112,6 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     /* Report the aggregator to the controller: state in the SA-ATP header (reason = state,
      * worker = helper), sum in the lanes. */
     action report_to_controller() {
-        load_lanes();
         describe(OP_RESULT);
         hdr.sa.chunk = held_chunk;
         hdr.sa.reason = state;
@@ -131,6 +124,12 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         hdr.packet_out.setInvalid();
         sm.egress_spec = CPU_PORT;
     }
+
+    /* What the packet does to the lanes, and where it goes: decided first, then done once,
+     * so that each lane action has a single call site (p4c copies an action per call site). */
+    bit<3> lane_op = LANES_KEEP;
+    bit<3> response = RESPOND_NONE;
+    bit<8> bounce_reason = 0;
 
     apply {
         if (hdr.packet_out.isValid()) {
@@ -154,8 +153,8 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         bit<32> age = hdr.sa.chunk - held_chunk;    /* serial-number arithmetic, mod 2^32 */
         bool newer = state == SLOT_EMPTY || (age != 0 && age < 32w0x80000000);
         bool changed = false;     /* the aggregator's state must be written back */
-        bool absorbed = false;    /* a contribution was summed and the packet goes nowhere */
 
+        /* -- decide ------------------------------------------------------------------------ */
         if (hdr.packet_out.isValid()) {
             if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                 held_chunk = 0;
@@ -165,11 +164,12 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 scale = 0;
                 exp = 0;
                 helper = 0;
-                zero_lanes();
-                store_lanes();
+                lane_op = LANES_CLEAR;
                 changed = true;
+            } else {
+                lane_op = LANES_LOAD;
             }
-            report_to_controller();
+            response = RESPOND_CONTROLLER;
         } else if (hdr.sa.op == OP_DATA) {
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
@@ -177,80 +177,111 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 if (state == SLOT_AGGREGATING) {
                     evictions.count((bit<32>)meta.job_index);
                 }
-                store_lanes();
                 held_chunk = hdr.sa.chunk;
                 state = SLOT_AGGREGATING;
                 bitmap = meta.worker_bit;
                 count = 1;
                 scale = hdr.sa.scale;
                 exp = hdr.sa.exp;
+                lane_op = LANES_STORE;
                 changed = true;
-                absorbed = true;
+                response = RESPOND_ABSORB;
             } else if (!held) {
-                bounce(BOUNCE_STALE);
+                response = RESPOND_BOUNCE;
+                bounce_reason = BOUNCE_STALE;
             } else if (state == SLOT_TAKEN) {
                 hdr.sa.worker = helper;
-                bounce(BOUNCE_TAKEN);
+                response = RESPOND_BOUNCE;
+                bounce_reason = BOUNCE_TAKEN;
             } else if (hdr.sa.scale != scale) {
-                bounce(BOUNCE_SCALE_MISMATCH);
+                response = RESPOND_BOUNCE;
+                bounce_reason = BOUNCE_SCALE_MISMATCH;
             } else if (state == SLOT_COMPLETE) {
-                send_copy();
+                lane_op = LANES_LOAD;
+                response = RESPOND_COPY;
             } else if ((bitmap & meta.worker_bit) != 0) {
                 if (count >= fan_in) {
-                    load_lanes();      /* the fan-in was lowered since: complete now */
-                    absorbed = true;
+                    lane_op = LANES_LOAD;    /* the fan-in was lowered since: complete now */
+                    response = RESPOND_ABSORB;
                 } else {
-                    bounce(BOUNCE_PENDING);
+                    response = RESPOND_BOUNCE;
+                    bounce_reason = BOUNCE_PENDING;
                 }
             } else {
-                add_lanes();
                 bitmap = bitmap | meta.worker_bit;
                 count = count + 1;
                 if (hdr.sa.exp > exp) {
                     exp = hdr.sa.exp;
                 }
+                lane_op = LANES_ADD;
                 changed = true;
-                absorbed = true;
+                response = RESPOND_ABSORB;
+            }
+            if (response == RESPOND_ABSORB && count >= fan_in) {
+                state = SLOT_COMPLETE;
+                changed = true;
+                response = RESPOND_RESULT;
             }
         } else if (hdr.sa.op == OP_TAKEOVER) {
             if (!held) {
-                bounce(BOUNCE_NOT_HELD);
+                response = RESPOND_BOUNCE;
+                bounce_reason = BOUNCE_NOT_HELD;
             } else if (state == SLOT_COMPLETE) {
-                send_copy();
+                lane_op = LANES_LOAD;
+                response = RESPOND_COPY;
             } else {
                 state = SLOT_TAKEN;
                 helper = hdr.sa.worker;
                 changed = true;
-                load_lanes();
-                describe(OP_PARTIAL);
-                multicast_to_job();
+                lane_op = LANES_LOAD;
+                response = RESPOND_PARTIAL;
             }
         } else if (hdr.sa.op == OP_HELPER_RESULT) {
             if (held && state == SLOT_TAKEN) {
-                store_lanes();
                 bitmap = hdr.sa.bitmap;
                 count = hdr.sa.count;
                 exp = hdr.sa.exp;
                 state = SLOT_COMPLETE;
+                lane_op = LANES_STORE;
                 changed = true;
             }
-            hdr.sa.op = OP_RESULT;
-            hdr.sa.flags = (hdr.sa.flags & FLAG_SET) | FLAG_HELPER;
-            multicast_to_job();
+            response = RESPOND_HELPER_RESULT;
         }
 
-        if (absorbed) {
-            if (count >= fan_in) {
-                state = SLOT_COMPLETE;
-                changed = true;
-                describe(OP_RESULT);
-                multicast_to_job();
-            } else {
-                mark_to_drop(sm);
-            }
+        /* -- act ----------------------------------------------------------------------------- */
+        if (lane_op == LANES_STORE) {
+            store_lanes();
+        } else if (lane_op == LANES_ADD) {
+            add_lanes();
+        } else if (lane_op == LANES_LOAD) {
+            load_lanes();
+        } else if (lane_op == LANES_CLEAR) {
+            clear_lanes();
         }
         if (changed) {
             save_state();
+        }
+
+        if (response == RESPOND_ABSORB) {
+            mark_to_drop(sm);          /* summed; nothing to send yet */
+        } else if (response == RESPOND_BOUNCE) {
+            bounce(bounce_reason);
+        } else if (response == RESPOND_COPY) {
+            describe(OP_RESULT);
+            hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
+            reply_to_sender();
+        } else if (response == RESPOND_RESULT) {
+            describe(OP_RESULT);
+            multicast_to_job();
+        } else if (response == RESPOND_PARTIAL) {
+            describe(OP_PARTIAL);
+            multicast_to_job();
+        } else if (response == RESPOND_HELPER_RESULT) {
+            hdr.sa.op = OP_RESULT;
+            hdr.sa.flags = (hdr.sa.flags & FLAG_SET) | FLAG_HELPER;
+            multicast_to_job();
+        } else if (response == RESPOND_CONTROLLER) {
+            report_to_controller();
         }
     }
 }

@@ -66,8 +66,8 @@ def rel(path: Path) -> str:
 
 
 def p4c_version() -> str:
-    out = subprocess.run([P4C, "--version"], capture_output=True, text=True, check=True).stdout
-    return out.strip().splitlines()[-1]
+    out = subprocess.run([P4C, "--version"], capture_output=True, text=True, check=True)
+    return (out.stdout + out.stderr).strip().splitlines()[-1]
 
 
 def compile_program(prog: Program) -> None:
@@ -76,12 +76,20 @@ def compile_program(prog: Program) -> None:
            "-o", str(prog.json_path), "--p4runtime-files", str(prog.p4info_path), str(prog.main)]
     print("+", " ".join(rel(Path(c)) if c.startswith(str(ROOT)) else c for c in cmd))
     subprocess.run(cmd, check=True, cwd=ROOT)
+    relativise_source_paths(prog.json_path)
     stamp = {
         "p4c": p4c_version(),
         "sources": {rel(s): sha256(s) for s in prog.sources},
         "artifacts": {rel(a): sha256(a) for a in (prog.json_path, prog.p4info_path)},
     }
     prog.stamp_path.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
+
+
+def relativise_source_paths(json_path: Path) -> None:
+    """p4c records absolute source file names in the JSON's source_info; make them relative to
+    the repository so the committed artifact does not depend on where it was compiled."""
+    text = json_path.read_text()
+    json_path.write_text(text.replace(f'"{ROOT.as_posix()}/', '"'))
 
 
 def check_program(prog: Program) -> list[str]:

@@ -36,6 +36,22 @@ const bit<8> SLOT_AGGREGATING = 1;
 const bit<8> SLOT_COMPLETE    = 2;
 const bit<8> SLOT_TAKEN       = 3;
 
+/* Aggregator: what a packet does to the lanes, and how it is answered (p4src/aggregator.p4). */
+const bit<3> LANES_KEEP  = 0;
+const bit<3> LANES_STORE = 1;   /* the packet's lanes become the sum */
+const bit<3> LANES_ADD   = 2;   /* add the packet's lanes to the sum */
+const bit<3> LANES_LOAD  = 3;   /* copy the sum into the packet */
+const bit<3> LANES_CLEAR = 4;   /* zero the sum */
+
+const bit<3> RESPOND_NONE          = 0;
+const bit<3> RESPOND_ABSORB        = 1;   /* summed, nothing to send */
+const bit<3> RESPOND_BOUNCE        = 2;
+const bit<3> RESPOND_COPY          = 3;   /* unicast copy of the stored result */
+const bit<3> RESPOND_RESULT        = 4;   /* multicast the completed result */
+const bit<3> RESPOND_PARTIAL       = 5;   /* multicast the partial to the helper and the job */
+const bit<3> RESPOND_HELPER_RESULT = 6;   /* multicast a helper's result */
+const bit<3> RESPOND_CONTROLLER    = 7;   /* management reply to the CPU port */
+
 /* Drop reasons (index into the drops counters, per job). */
 const bit<4> DROP_NONE         = 0;
 const bit<4> DROP_MALFORMED    = 1;
