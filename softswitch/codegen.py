@@ -520,13 +520,14 @@ class ModuleGenerator:
             src.line("        _st, _o = _st(F, V, p, b, _o)")
             src.line("except _ParserError as _e:")
             src.line("    p.parser_error = _e.code")
+            src.line("    _o = _e.offset")
             src.line("p.payload = b[_o:]")
             src.depth -= 1
             src.line()
         return entries
 
     def _too_short(self) -> str:
-        return f"raise _ParserError({self.errors['PacketTooShort']})"
+        return f"raise _ParserError({self.errors['PacketTooShort']}, o)"
 
     def _gen_state(self, state: dict, states: dict[str, str]) -> None:
         src = self.src
@@ -578,7 +579,7 @@ class ModuleGenerator:
                 err = str(params[1])
             else:
                 err = ec.compile_data(params[1], op).code
-            return [f"if not {cond}:", f"    raise _ParserError({err})"]
+            return [f"if not {cond}:", f"    raise _ParserError({err}, o)"]
         if kind == "primitive":
             return self.primitive(params[0], ec)
         if kind == "shift":
@@ -586,7 +587,7 @@ class ModuleGenerator:
             return [f"if len(b) - o < {n}:", f"    {self._too_short()}", f"o += {n}"]
         if kind == "advance":
             amount = self.data_param(ec, params[0], op)
-            invalid = f"raise _ParserError({self.errors['ParserInvalidArgument']})"
+            invalid = f"raise _ParserError({self.errors['ParserInvalidArgument']}, o)"
             return [f"_a = {amount.code}", "if _a < 0 or _a % 8:", f"    {invalid}",
                     "_a >>= 3", "if len(b) - o < _a:", f"    {self._too_short()}", "o += _a"]
         raise UnsupportedConstruct(f"parser operation {kind!r}", op)

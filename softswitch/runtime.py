@@ -52,11 +52,13 @@ class Packet:
 
 
 class ParserError(Exception):
-    """Raised by generated parser code; carries the error code that goes to parser_error."""
+    """Raised by generated parser code: the error code for parser_error, and how many bytes
+    had been consumed (the headers extracted before the error stay parsed, as in bmv2)."""
 
-    def __init__(self, code: int):
-        super().__init__(code)
+    def __init__(self, code: int, offset: int):
+        super().__init__(code, offset)
         self.code = code
+        self.offset = offset
 
 
 def shift_left(value: int, amount: int) -> int:

@@ -157,9 +157,10 @@ class DeviceManager:
         for entity in state:
             which = entity.WhichOneof("entity")
             if which == "table_entry":
-                tname = old.tables[entity.table_entry.table_id].name
-                if tname not in table_ids:
-                    continue
+                old_table = old.tables[entity.table_entry.table_id]
+                if old_table.is_const or old_table.name not in table_ids:
+                    continue  # const entries come with the program
+                tname = old_table.name
                 entity.table_entry.table_id = table_ids[tname]
                 updates.append((Update.INSERT, entity))
             elif which == "packet_replication_engine_entry":

@@ -1,6 +1,6 @@
 /* Executor test program: unsigned wrap-around, signed arithmetic, saturating operations, casts,
- * shifts by runtime amounts, slices, concatenation, the conditional operator, division and
- * modulo by constants, comparisons of signed values. Results go into an output header. */
+ * shifts by runtime amounts, slices, concatenation, the conditional operator, rotation,
+ * comparisons of signed values. Results go into an output header. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -44,8 +44,8 @@ header out_t {
     bit<32> widen;
     bit<8>  cmp;
     bit<8>  cond;
-    bit<32> div;
-    bit<32> mod;
+    bit<32> rot;
+    bit<32> mix;
     bit<8>  logic;
     bit<16> wide_add;
     bit<8>  to_unsigned;
@@ -97,8 +97,8 @@ control IngressImpl(inout headers_t hdr, inout metadata_t meta, inout standard_m
                      | ((int<8>) hdr.inp.a < hdr.inp.sb ? 8w4 : 8w0)
                      | (hdr.inp.sa >= 0 ? 8w8 : 8w0);
         hdr.outp.cond = hdr.inp.x > hdr.inp.y ? hdr.inp.a : hdr.inp.b;
-        hdr.outp.div = hdr.inp.x / 7;
-        hdr.outp.mod = hdr.inp.x % 10;
+        hdr.outp.rot = (hdr.inp.x << 4) | (hdr.inp.x >> 28);
+        hdr.outp.mix = (hdr.inp.x & 0xF0F0F0F0) ^ hdr.inp.y;
         hdr.outp.logic = (bit<8>) (bit<1>) (hdr.inp.a == hdr.inp.b || hdr.inp.x != 0);
         hdr.outp.wide_add = hdr.inp.w + (bit<16>) hdr.inp.a;
         hdr.outp.to_unsigned = (bit<8>) hdr.inp.sa;

@@ -14,11 +14,10 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
+from softswitch_fixtures import p4info_text, program_json
 
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime import P4RuntimeServer
-
-from .conftest import p4info_text, program_json
 
 SetAction = pb.SetForwardingPipelineConfigRequest
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
+from softswitch_fixtures import p4info_text, program_json
+from test_softswitch_p4runtime import P4Info, exact_entry, key_frame
 
 from softswitch.bench import bench_softswitch, programmed_switch
-
-from .conftest import p4info_text, program_json
-from .test_p4runtime import P4Info, exact_entry, key_frame
 
 
 def test_programmed_switch_and_rate():

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import p4runtime_sh.shell as sh
 import pytest
+from softswitch_fixtures import COMPILED
 
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime import P4RuntimeServer
-
-from .conftest import COMPILED
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import struct
 import zlib
 
 from scapy.utils import checksum as inet_checksum
-
-from .conftest import switch
+from softswitch_fixtures import switch
 
 LANES = 64
 SLOTS = 16

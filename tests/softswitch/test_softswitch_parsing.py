@@ -10,8 +10,7 @@ import struct
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-
-from .conftest import switch
+from softswitch_fixtures import switch
 
 ERR_NONE, ERR_TOO_SHORT, ERR_BAD_VERSION, ERR_BAD_TAG = 0, 1, 2, 3
 ETH = dict(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
@@ -58,7 +57,7 @@ def test_verify_failure_keeps_extracted_header_and_stops_parsing():
     expected_ip = IP(bytes(ip6))
     expected_ip.ttl = 8
     del expected_ip.chksum
-    assert out == [(2, report(ERR_BAD_VERSION, 0, 0, 1) + bytes(Ether(**ETH)) +
+    assert out == [(2, report(ERR_BAD_VERSION, 0, 0, 1) + bytes(Ether(**ETH, type=0x0800)) +
                     bytes(expected_ip)[:20] + body)]
 
 

@@ -12,10 +12,9 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from scapy.layers.l2 import Ether
-
-from .conftest import p4info_text, program_json, requires_bmv2
-from .differential import run_bmv2, run_softswitch
-from .test_parsing import ETH, probe, udp_packet
+from softswitch_differential import run_bmv2, run_softswitch
+from softswitch_fixtures import p4info_text, program_json, requires_bmv2
+from test_softswitch_parsing import ETH, probe, udp_packet
 
 pytestmark = [pytest.mark.bmv2, requires_bmv2]
 

@@ -1,4 +1,6 @@
-"""Shared helpers for the software-switch tests: the compiled executor test programs."""
+"""Shared helpers for the software-switch tests: the compiled executor test programs.
+
+(A plain module rather than conftest.py: the tests import these helpers directly.)"""
 
 from __future__ import annotations
 
