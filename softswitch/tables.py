@@ -522,7 +522,7 @@ class MatchTable:
 
     def _view(self, e: _Entry) -> TableEntry:
         match = {}
-        for k, f in zip(self.spec.keys, e.fields, strict=True):
+        for k, f in zip(self.spec.keys, e.fields if e is not self.default else (), strict=False):
             if f[0] == "exact":
                 match[k.name] = f[1]
             elif f[0] == "lpm":
