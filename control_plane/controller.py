@@ -201,11 +201,12 @@ class Controller:
 
     def read_jobs(self) -> dict[int, JobConfig]:
         """The jobs table as the switch holds it."""
-        entries = self._read_table(self.admission.jobs_table)
-        return {c.job_id: c for c in map(self.admission.decode_job, entries)}
+        return {c.job_id: c for c in map(self.admission.decode_job,
+                                          self.read_entries(self.admission.jobs_table))}
 
     def read_entries(self, table: str) -> list[TableEntry]:
-        return self._read_table(table)
+        """A table's entries as the switch holds them, without its default entry."""
+        return [e for e in self._read_table(table) if not e.is_default]
 
     def read_groups(self) -> dict[int, MulticastGroup]:
         entity = p4runtime_pb2.Entity()

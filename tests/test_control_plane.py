@@ -1,0 +1,161 @@
+"""The controller over real gRPC against a switch target: lifecycle, rejection without writes,
+reconciliation after a restart, and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from control_plane import cli
+from control_plane.controller import Controller
+from control_plane.jobs import JobSpec, SpecError, WorkerSpec
+from host_lib import protocol as P
+from host_lib.codec import Endpoint, Frame, Header, decode_frame, encode_frame
+from tests.targets import TARGETS, make_target
+
+PORTS = (1, 2, 3, 4)
+SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    t = make_target(request.param, PORTS)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def controller(target):
+    ctl = Controller(target.address, PORTS).connect()
+    ctl.reconcile()
+    yield ctl
+    ctl.close()
+
+
+def spec(job_id: int, n: int = 2, slots: int = 4, port_offset: int = 0) -> JobSpec:
+    return JobSpec(job_id, slots, tuple(
+        WorkerSpec(i, 1 + (i + port_offset) % 4, f"02:00:00:00:{job_id:02x}:{i + 1:02x}",
+                   f"10.{job_id}.0.{i + 1}") for i in range(n)),
+        switch_mac=SWITCH.mac, switch_ip=SWITCH.ip)
+
+
+def contribute(target, s: JobSpec, worker: int, chunk: int, value: int):
+    w = s.worker(worker)
+    frame = encode_frame(Frame(Endpoint(w.mac, w.ip, w.udp_port), SWITCH,
+                               Header(op=P.Op.DATA, job=s.id, worker=worker, chunk=chunk,
+                                      slot=chunk % s.slots, flags=(chunk // s.slots) % 2,
+                                      scale=0x8000),
+                               np.full(P.LANES, value, np.int32)))
+    return [(port, decode_frame(out)) for port, out in target.send(w.port, frame)]
+
+
+def switch_contents(controller: Controller) -> dict:
+    """Every table (defaults included) and multicast group, as the switch holds them."""
+    tables = {t for c in controller._table_controls() for t in c.tables}
+    return {"tables": {t: sorted(map(repr, controller._read_table(t))) for t in tables},
+            "groups": controller.read_groups()}
+
+
+def test_remove_deletes_entries_clears_aggregators_and_frees_the_range(target, controller):
+    a = spec(1, slots=8)
+    placed = controller.admit(a)
+    contribute(target, a, 0, 3, 5)  # an unfinished aggregation
+    controller.remove(1)
+    assert controller.read_jobs() == {}
+    assert controller.read_entries(controller.admission.workers_table) == []
+    assert controller.read_entries(controller.replica_rewrite.table) == []
+    assert placed.group not in controller.read_groups()
+    states = controller.aggregator.read(controller.conn, placed.aggregator_range())
+    assert all(s.state == P.SlotState.EMPTY and not any(s.lanes) for s in states)
+    again = controller.admit(spec(2, slots=8))
+    assert again.slot_base == placed.slot_base
+    assert contribute(target, a, 0, 3, 5) == []  # job 1's packets are now dropped
+    assert controller.counters()["ingress"]["drops"]["UNKNOWN_JOB"] == 1
+
+
+@pytest.mark.parametrize("make_bad, message", [
+    (lambda: JobSpec(9, 4, (WorkerSpec(0, 7, "02:00:00:00:09:01", "10.9.0.1"),)),
+     "port 7 is not a port of the switch"),
+    (lambda: spec(1), "job 1 is already admitted"),
+    (lambda: spec(8, slots=P.NUM_SLOTS), "no free range"),
+    (lambda: JobSpec(8, 4, (WorkerSpec(0, 2, "02:00:00:00:01:01", "10.8.0.1"),)),
+     "MAC 02:00:00:00:01:01 is already on port 1"),
+])
+def test_bad_requests_are_rejected_before_anything_is_written(target, controller, make_bad,
+                                                              message):
+    controller.admit(spec(1))
+    before = switch_contents(controller)
+    with pytest.raises(SpecError, match=message):
+        controller.admit(make_bad())
+    assert switch_contents(controller) == before
+    assert set(controller.jobs) == {1}
+
+
+def test_reconcile_is_idempotent(target, controller):
+    controller.admit(spec(1))
+    controller.admit(spec(2, port_offset=2))
+    controller.set_loss(0.01, port=2)
+    assert controller.reconcile() == {"pipeline": 0, "groups": 0, "entries": 0}
+
+
+def test_restart_then_reconcile_restores_every_job(target, controller):
+    a, b = spec(1), spec(2, n=3, port_offset=1)
+    controller.admit(a)
+    controller.admit(b)
+    controller.set_loss(0.5, port=3, direction="egress")
+    wanted = switch_contents(controller)
+    target.restart()
+    controller.connect()  # the old stream died with the switch
+    assert controller.conn.pipeline_cookie() is None
+    counts = controller.reconcile()
+    assert counts["pipeline"] == 1 and counts["entries"] > 0
+    assert switch_contents(controller) == wanted
+    controller.set_loss(0.0, port=3, direction="egress")
+    contribute(target, a, 0, 0, 2)
+    outs = contribute(target, a, 1, 0, 3)
+    assert sorted(p for p, _ in outs) == [1, 2]
+    assert all(f.header.op == P.Op.RESULT and f.lanes[0] == 5 for _, f in outs)
+
+
+def test_reconcile_removes_what_is_not_desired(target, controller):
+    controller.admit(spec(1))
+    other = Controller(target.address, PORTS, election_id=2).connect()  # takes over as primary
+    other.desired = controller.desired
+    del other.desired.allocator.jobs[1]
+    other.reconcile()
+    assert other.read_jobs() == {} and other.read_entries(other.l2.table) == []
+    other.close()
+
+
+def test_cli_walkthrough(target, tmp_path, capsys):
+    state = tmp_path / "state.json"
+    spec_file = tmp_path / "job.toml"
+    spec_file.write_text(
+        '[job]\nid = 7\nslots = 4\nswitch_mac = "02:00:00:00:00:fe"\nswitch_ip = "10.0.0.254"\n'
+        + "".join(f'[[workers]]\nid = {i}\nport = {i + 1}\nmac = "02:00:00:00:07:{i + 1:02x}"\n'
+                  f'ip = "10.7.0.{i + 1}"\n' for i in range(2)))
+    base = ["--switch", target.address, "--state", str(state)]
+
+    def run(*args) -> object:
+        assert cli.main([*base, *args]) == 0
+        out = capsys.readouterr().out
+        return json.loads(out) if out.strip() else None
+
+    run("--ports", "1-4", "pipeline")
+    assert run("job", "add", str(spec_file))["job"] == 7
+    assert list(run("job", "list")) == ["7"]
+    s = spec(7)
+    contribute(target, s, 0, 0, 1)
+    contribute(target, s, 1, 0, 1)
+    counters = run("counters", "--job", "7")
+    assert counters["ingress"]["packets"] == {"DATA": 2}
+    assert counters["egress"]["packets"] == {"RESULT": 2}
+    slot = run("slot", "7", "0")
+    assert slot[0]["state"] == P.SlotState.COMPLETE and slot[0]["lanes"][0] == 2
+    assert run("drop-sim", "0.25", "--egress")["egress"]["default"] == 0.25
+    assert run("job", "membership", "7", "--fan-in", "1")["fan_in"] == 1
+    target.restart()
+    assert run("reconcile")["pipeline"] == 1
+    assert run("status")["jobs"]["7"]["fan_in"] == 1
+    assert cli.main([*base, "job", "add", str(tmp_path / "missing.toml")]) == 1
+    assert "cannot read job spec" in capsys.readouterr().err
