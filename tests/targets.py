@@ -126,8 +126,7 @@ class Bmv2Target:
         # the switch's namespace.
         sock = self.workdir / "grpc.sock"
         sock.unlink(missing_ok=True)
-        args = ["ip", "netns", "exec", self.ns, BMV2, "--no-p4", "--log-file",
-                str(self.workdir / "bmv2")]
+        args = ["ip", "netns", "exec", self.ns, BMV2, "--no-p4"]
         for p in self.ports:
             args += ["-i", f"{p}@sw{p}"]
         args += ["--", "--grpc-server-addr", f"unix:{sock}", "--cpu-port", str(CPU_PORT)]
@@ -140,108 +139,6 @@ class Bmv2Target:
                 raise RuntimeError(f"simple_switch_grpc did not start: "
                                    f"{(self.workdir / 'stderr').read_text()[-500:]}")
             time.sleep(0.05)
-
-    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        self._outputs = []
-        self.dataplane.receive(port, frame)
-        return self._outputs
-
-    def restart(self) -> None:
-        """A switch restart: all state, the pipeline included, is lost; same address."""
-        address = self.address
-        self.server.stop(grace=None)
-        self.dataplane = Dataplane(cpu_port=CPU_PORT)
-        self.dataplane.set_transmit(lambda port, frame: self._outputs.append((port, frame)))
-        self.server = P4RuntimeServer(self.dataplane, address)
-        self.server.start()
-
-    def close(self) -> None:
-        self.server.stop(grace=None)
-
-
-_libc = ctypes.CDLL("libc.so.6", use_errno=True)
-_CLONE_NEWNET = 0x40000000
-
-
-class _InNamespace:
-    """Run the body in network namespace ``name`` (this thread only), then come back."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __enter__(self):
-        self._home = os.open("/proc/self/ns/net", os.O_RDONLY)
-        target = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
-        try:
-            if _libc.setns(target, _CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns failed")
-        finally:
-            os.close(target)
-
-    def __exit__(self, *exc):
-        _libc.setns(self._home, _CLONE_NEWNET)
-        os.close(self._home)
-
-
-class Bmv2Target:
-    name = "bmv2"
-    quiet = 0.15  # a frame's outputs are complete when nothing arrives for this long
-
-    def __init__(self, ports):
-        self.ports = tuple(ports)
-        self.ns = f"saatp-{uuid.uuid4().hex[:8]}"
-        self.workdir = Path(tempfile.mkdtemp(prefix="saatp-bmv2-"))
-        _ip("netns", "add", self.ns)
-        try:
-            self._setup()
-        except BaseException:
-            self.close()
-            raise
-
-    def _setup(self) -> None:
-        self.socks: dict[int, socket.socket] = {}
-        for p in self.ports:
-            _ip("-n", self.ns, "link", "add", f"sw{p}", "type", "veth", "peer", "name", f"h{p}")
-            for end in (f"sw{p}", f"h{p}"):
-                _ip("netns", "exec", self.ns, "sysctl", "-qw",
-                    f"net.ipv6.conf.{end}.disable_ipv6=1")
-                _ip("-n", self.ns, "link", "set", end, "up")
-        with _InNamespace(self.ns):
-            for p in self.ports:
-                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-                s.bind((f"h{p}", 0))
-                s.setblocking(False)
-                self.socks[p] = s
-            grpc = socket.socket()
-            grpc.bind(("127.0.0.1", 0))
-            port = grpc.getsockname()[1]
-            grpc.close()
-        self._port = port
-        self._launch()
-
-    def _launch(self) -> None:
-        args = ["ip", "netns", "exec", self.ns, BMV2, "--no-p4", "--log-file",
-                str(self.workdir / "bmv2")]
-        for p in self.ports:
-            args += ["-i", f"{p}@sw{p}"]
-        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self._port}", "--cpu-port",
-                 str(CPU_PORT)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.workdir / "stderr", "wb"))
-        self.address = f"127.0.0.1:{self._port}"
-        # the namespace's loopback: the controller connects from inside it
-        _ip("-n", self.ns, "link", "set", "lo", "up")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with _InNamespace(self.ns):
-                probe = socket.socket()
-                ok = probe.connect_ex(("127.0.0.1", self._port)) == 0
-                probe.close()
-            if ok:
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"simple_switch_grpc did not start: "
-                           f"{(self.workdir / 'stderr').read_text()[-500:]}")
 
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         self._drain()

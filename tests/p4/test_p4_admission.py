@@ -174,7 +174,7 @@ def test_drop_simulator_loses_about_the_configured_fraction(target, controller):
     job = admitted(target, controller, n=2, slots=1)
     controller.set_loss(0.3)
     sent = 400
-    for i in range(sent):
+    for _ in range(sent):
         job.data(0, 0, ONES)  # a pending duplicate: a bounce unless dropped
     dropped = drops(controller, job.spec.id)["SIM"]
     # two-sided binomial bounds, p = 0.3, n = 400: mean 120, sd 9.2; 5 sd either way
