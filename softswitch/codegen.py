@@ -9,6 +9,7 @@ load time, naming the JSON node.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .errors import ProgramError, UnsupportedConstruct
@@ -25,6 +26,7 @@ from .hashes import ALGORITHMS
 from .headercodec import HeaderCodec, header_codec
 from .layout import VALID_FIELD, Field, Header, Layout
 
+_INDEXED = ("register_read", "register_write", "count")
 CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument")
 
@@ -78,6 +80,7 @@ class ActionInfo:
     params: list[tuple[str, int]]
     fname: str
     node: dict = field(repr=False, default_factory=dict)
+    exits: bool = False  # calls exit: the pipeline stops after it
 
 
 def error_codes(root: dict) -> dict[str, int]:
@@ -121,17 +124,11 @@ class ModuleGenerator:
         self.calculations: dict[str, Calculation] = {}
         self.field_lists: dict[int, list[int]] = {}
         self.actions: dict[int, ActionInfo] = {}
-        self.node_names: dict[str, str] = {}  # control-flow node name -> global holding it
+        self.action_bodies: dict[int, list[str]] = {}  # for inlining (see controlflow.py)
         self.deferred: list[str] = []  # module-level statements emitted after all functions
+        self._index_mode: str | None = None  # see _hoist_index
 
     # -- helpers --------------------------------------------------------------------------------
-
-    def node_global(self, name: str | None) -> str:
-        if name is None:
-            return "None"
-        if name not in self.node_names:
-            self.node_names[name] = f"_N{len(self.node_names)}"
-        return self.node_names[name]
 
     def zeros(self, n: int) -> str:
         name = f"_Z{n}"
@@ -277,6 +274,8 @@ class ModuleGenerator:
             self.actions[info.id] = info
             ec = ExprCompiler(self.layout, [w for _, w in params])
             body = self.primitive_block(act.get("primitives", []), ec, act)
+            self.action_bodies[info.id] = body
+            info.exits = any(p.get("op") == "exit" for p in act.get("primitives", []))
             self.src.line(f"def {info.fname}(F, V, p, D):")
             self.src.depth += 1
             self.src.extend(body or ["pass"])
@@ -299,7 +298,8 @@ class ModuleGenerator:
             out = []
             for prim in primitives:
                 out.extend(self.primitive(prim, ec))
-            return out
+            hoisted = self._hoist_index(primitives, ec, out)
+            return out if hoisted is None else hoisted
         # Blocks start at index 0 and at every jump target; a block runs unless a taken jump
         # skipped past its start.
         out = ["_skip = 0"]
@@ -321,6 +321,45 @@ class ModuleGenerator:
                 if nxt < len(primitives) and nxt not in targets:
                     out.append(f"if _skip <= {nxt}:")
         return out
+
+    def _hoist_index(self, primitives: list[dict], ec: ExprCompiler, lines: list[str]
+                     ) -> list[str] | None:
+        """When every register/counter access of a straight-line action uses the same index
+        (the usual per-lane pattern) and the action does not change it, compute and bounds-check
+        the index once: one version of the action for an index in range, one for out of range
+        (where each access is skipped and logged, as bmv2 does)."""
+        indexed = [p for p in primitives if p.get("op") in _INDEXED]
+        if len(indexed) < 2:
+            return None
+        binds, sizes = set(), set()
+        for prim in indexed:
+            params = prim["parameters"]
+            kind = prim["op"]
+            target = params[1] if kind == "register_read" else params[0]
+            array = self.registers.get(target.get("value")) if kind != "count" else \
+                self.counters.get(target.get("value"))
+            if array is None:
+                return None
+            binds.add(self._index(ec, prim, params[2] if kind == "register_read" else params[1]))
+            sizes.add(array.size)
+        if len(binds) != 1 or len(sizes) != 1:
+            return None
+        bind = binds.pop()
+        read = {int(i) for i in re.findall(r"F\[(\d+)\]", bind)}
+        for m in re.finditer(r"^\s*F\[(\d+)(?::(\d+))?\] =", "\n".join(lines), re.M):
+            first = int(m.group(1))
+            last = int(m.group(2)) - 1 if m.group(2) else first
+            if any(first <= i <= last for i in read):
+                return None
+        versions = {}
+        for mode in ("in", "out"):
+            self._index_mode = mode
+            try:
+                versions[mode] = [x for prim in primitives for x in self.primitive(prim, ec)]
+            finally:
+                self._index_mode = None
+        return [bind, f"if _i < {sizes.pop()}:", *("    " + x for x in versions["in"]),
+                "else:", *("    " + x for x in versions["out"])]
 
     def primitive(self, prim: dict, ec: ExprCompiler) -> list[str]:
         op = prim.get("op")
@@ -433,12 +472,23 @@ class ModuleGenerator:
         value = Expr(f"(({c.gname}(F, V, p) % {modulus}) + {b.code})", DATA)
         return [f"F[{f.index}] = {store_code(f, value)}"]
 
-    def _index(self, ec, prim, idx) -> tuple[str, Expr]:
+    def _index(self, ec, prim, idx) -> str:
         """Statement binding ``_i`` to an index converted as bmv2's ``Data::get_uint()`` does."""
         e = self.data_param(ec, idx, prim)
         if e.bound is not None and e.bound <= 32:
-            return f"_i = {e.code}", e
-        return f"_i = {e.code} & 0xffffffff", e
+            return f"_i = {e.code}"
+        return f"_i = {e.code} & 0xffffffff"
+
+    def _indexed(self, ec, prim, idx, kind: str, name: str, size: int,
+                 body: list[str]) -> list[str]:
+        """``body`` (which uses ``_i``) guarded by bmv2's bounds check on the index."""
+        oob = f"_out_of_bounds({kind!r}, {name!r}, _i, {size})"
+        if self._index_mode == "in":  # inside _hoist_index's checked block
+            return body
+        if self._index_mode == "out":
+            return [oob]
+        return [self._index(ec, prim, idx), f"if _i < {size}:", *("    " + b for b in body),
+                "else:", "    " + oob]
 
     def _register(self, tv, prim) -> RegisterInfo:
         if tv.get("type") != "register_array" or tv["value"] not in self.registers:
@@ -448,17 +498,15 @@ class ModuleGenerator:
     def _p_register_read(self, ec, prim, dst, reg, idx):
         f = self.field_of(dst, prim)
         r = self._register(reg, prim)
-        bind, _ = self._index(ec, prim, idx)
         value = Expr(f"{r.gname}[_i]", DATA, r.bitwidth)
-        return [bind, f"if _i < {r.size}:", f"    F[{f.index}] = {store_code(f, value)}",
-                "else:", f"    _out_of_bounds('register', {r.name!r}, _i, {r.size})"]
+        return self._indexed(ec, prim, idx, "register", r.name, r.size,
+                             [f"F[{f.index}] = {store_code(f, value)}"])
 
     def _p_register_write(self, ec, prim, reg, idx, src):
         r = self._register(reg, prim)
-        bind, _ = self._index(ec, prim, idx)
         value = normalize_code(self.data_param(ec, src, prim), r.bitwidth, False)
-        return [bind, f"if _i < {r.size}:", f"    {r.gname}[_i] = {value}",
-                "else:", f"    _out_of_bounds('register', {r.name!r}, _i, {r.size})"]
+        return self._indexed(ec, prim, idx, "register", r.name, r.size,
+                             [f"{r.gname}[_i] = {value}"])
 
     def _p_count(self, ec, prim, counter, idx):
         if counter.get("type") != "counter_array" or counter["value"] not in self.counters:
@@ -466,10 +514,8 @@ class ModuleGenerator:
         c = self.counters[counter["value"]]
         if c.is_direct:
             raise UnsupportedConstruct("count() on a direct counter", prim)
-        bind, _ = self._index(ec, prim, idx)
-        return [bind, f"if _i < {c.size}:", f"    {c.gname}_p[_i] += 1",
-                f"    {c.gname}_b[_i] += p.ingress_length",
-                "else:", f"    _out_of_bounds('counter', {c.name!r}, _i, {c.size})"]
+        return self._indexed(ec, prim, idx, "counter", c.name, c.size,
+                             [f"{c.gname}_p[_i] += 1", f"{c.gname}_b[_i] += p.ingress_length"])
 
     def _p_log_msg(self, ec, prim, fmt, values):
         if fmt.get("type") != "string" or values.get("type") != "parameters_vector":
@@ -498,21 +544,22 @@ class ModuleGenerator:
     # -- parser ---------------------------------------------------------------------------------
 
     def gen_parsers(self) -> dict[str, str]:
-        """Returns parser name -> generated entry function name."""
+        """Returns parser name -> generated entry function name.
+
+        A parse state reached from exactly one other state (statically) is inlined into it, so a
+        typical chain of states runs as one function; the other states are functions
+        ``_S<id>(F, V, p, b, o) -> (next state function or None, o)``."""
         entries = {}
         for n, parser in enumerate(self.root.get("parsers", [])):
             fname = f"_PARSE{n}"
             entries[parser["name"]] = fname
-            states = {s["name"]: f"_S{s['id']}" for s in parser.get("parse_states", [])}
-            for state in parser.get("parse_states", []):
-                self._gen_state(state, states)
             init = parser.get("init_state")
-            if init is not None and init not in states:
-                raise ProgramError(f"unknown init_state {init!r}", parser)
+            emitter = _ParserEmitter(self, parser)
+            init_fn = emitter.generate(init) if init is not None else "None"
             src = self.src
             src.line(f"def {fname}(F, V, p, b):")
             src.depth += 1
-            src.line(f"_st = {states[init] if init else 'None'}")
+            src.line(f"_st = {init_fn}")
             src.line("_o = 0")
             src.line(f"p.parser_error = {self.errors['NoError']}")
             src.line("try:")
@@ -529,29 +576,19 @@ class ModuleGenerator:
     def _too_short(self) -> str:
         return f"raise _ParserError({self.errors['PacketTooShort']}, o)"
 
-    def _gen_state(self, state: dict, states: dict[str, str]) -> None:
-        src = self.src
-        src.line(f"def _S{state['id']}(F, V, p, b, o):")
-        src.depth += 1
-        ec = ExprCompiler(self.layout, None)
-        for op in state.get("parser_ops", []):
-            src.extend(self._parser_op(op, ec))
-        self._gen_transition(state, states)
-        src.depth -= 1
-        src.line()
-
     def _lookahead(self, tv: dict, node: object) -> tuple[str, int, int]:
         """(expression peeking at the bits, bytes needed, bit width) for a lookahead reference."""
         offset, width = int(tv["value"][0]), int(tv["value"][1])
         byte_off, bit_off = offset // 8, offset % 8
         nbytes = (bit_off + width + 7) // 8
         shift = nbytes * 8 - bit_off - width
-        raw = f"int.from_bytes(b[o + {byte_off}:o + {byte_off + nbytes}].ljust({nbytes}, b'\\0'), 'big')"
+        raw = (f"int.from_bytes(b[o + {byte_off}:o + {byte_off + nbytes}]"
+               f".ljust({nbytes}, b'\\0'), 'big')")
         code = f"(({raw} >> {shift}) & {(1 << width) - 1:#x})" if shift else \
             f"({raw} & {(1 << width) - 1:#x})"
         return code, (width + 7) // 8, width
 
-    def _parser_op(self, op: dict, ec: ExprCompiler) -> list[str]:
+    def parser_op(self, op: dict, ec: ExprCompiler) -> list[str]:
         kind = op.get("op")
         params = op.get("parameters", [])
         if kind == "extract":
@@ -592,18 +629,16 @@ class ModuleGenerator:
                     "_a >>= 3", "if len(b) - o < _a:", f"    {self._too_short()}", "o += _a"]
         raise UnsupportedConstruct(f"parser operation {kind!r}", op)
 
-    def _gen_transition(self, state: dict, states: dict[str, str]) -> None:
-        src = self.src
-
+    def transition(self, state: dict, states: set[str]
+                   ) -> tuple[str | None, list[tuple[int, int | None, str | None]], str | None]:
+        """(key expression or None, [(value, mask or None, next)], default next)."""
         def target(name):
-            if name is None:
-                return "None"
-            if name not in states:
+            if name is not None and name not in states:
                 raise ProgramError(f"unknown next_state {name!r}", state)
-            return states[name]
+            return name
 
-        default = "None"
-        cases: list[tuple[int, int | None, str]] = []
+        default = None
+        cases: list[tuple[int, int | None, str | None]] = []
         for tr in state.get("transitions", []):
             t = tr.get("type", "hexstr")
             if t == "hexstr" and tr.get("value") == "default":
@@ -621,16 +656,14 @@ class ModuleGenerator:
                                            "(value sets are not supported)", state)
         keys = state.get("transition_key", [])
         if not keys or not cases:
-            src.line(f"return {default}, o")
-            return
+            return None, [], default
         terms = []
         widths = []
         for k in keys:
             if k["type"] == "field":
                 hname, fname = k["value"]
                 if fname == VALID_FIELD:
-                    e = ExprCompiler(self.layout).field_ref(k["value"], state)
-                    terms.append(e.code)
+                    terms.append(ExprCompiler(self.layout).field_ref(k["value"], state).code)
                     widths.append(1)
                     continue
                 f = self.layout.field(hname, fname, state)
@@ -644,25 +677,11 @@ class ModuleGenerator:
                 raise UnsupportedConstruct(f"transition key element of type {k['type']!r}", state)
         # The key is the concatenation of the byte-padded key elements, as in the JSON values.
         padded = [(w + 7) // 8 * 8 for w in widths]
-        total = sum(padded)
-        parts, shift = [], total
+        parts, shift = [], sum(padded)
         for code, w in zip(terms, padded, strict=True):
             shift -= w
             parts.append(f"({code} << {shift})" if shift else code)
-        src.line(f"_k = {' | '.join(parts)}")
-        if all(m is None for _, m, _ in cases) and len(cases) > 3:
-            table: dict[int, str] = {}
-            for value, _, nxt in cases:
-                table.setdefault(value, nxt)
-            name = f"_T{state['id']}"
-            self.deferred.append(f"{name} = {{{', '.join(f'{v:#x}: {n}' for v, n in table.items())}}}")
-            src.line(f"return {name}.get(_k, {default}), o")
-            return
-        for value, mask, nxt in cases:
-            test = f"_k == {value:#x}" if mask is None else f"_k & {mask:#x} == {value:#x}"
-            src.line(f"if {test}:")
-            src.line(f"    return {nxt}, o")
-        src.line(f"return {default}, o")
+        return " | ".join(parts), cases, default
 
     # -- deparser and checksums -----------------------------------------------------------------
 
@@ -737,31 +756,19 @@ class ModuleGenerator:
         src.depth -= 1
         src.line()
 
-    # -- pipelines ------------------------------------------------------------------------------
+    # -- tables ---------------------------------------------------------------------------------
 
-    def gen_table_key(self, table: dict, keys: list[tuple[Field | None, int, int | None]]) -> str:
-        """``_KEY<id>(F, V)``: the table key as one int, key elements concatenated MSB first."""
-        fname = f"_KEY{table['id']}"
-        parts, shift = [], sum(w for _, w, _ in keys)
-        for f, width, mask in keys:
-            shift -= width
+    @staticmethod
+    def table_key_code(keys: list[tuple[Field, int | None]]) -> str:
+        """The table key as one int: key elements (unsigned, masked) concatenated MSB first."""
+        parts, shift = [], sum(f.width for f, _ in keys)
+        for f, mask in keys:
+            shift -= f.width
             code = unsigned_code(f)
             if mask is not None:
                 code = f"({code} & {mask:#x})"
             parts.append(f"({code} << {shift})" if shift else code)
-        self.src.line(f"def {fname}(F, V):")
-        self.src.line(f"    return {' | '.join(parts) if parts else '0'}")
-        self.src.line()
-        return fname
-
-    def gen_conditional(self, cond: dict) -> None:
-        ec = ExprCompiler(self.layout, None)
-        test = ec.compile_bool(cond["expression"], cond)
-        t = self.node_global(cond.get("true_next"))
-        f = self.node_global(cond.get("false_next"))
-        self.src.line(f"def _COND{cond['id']}(F, V, p):")
-        self.src.line(f"    return {t} if {test} else {f}")
-        self.src.line()
+        return " | ".join(parts) if parts else "0"
 
     # -- module ---------------------------------------------------------------------------------
 
@@ -769,3 +776,80 @@ class ModuleGenerator:
         for stmt in self.deferred:
             self.src.line(stmt)
         return self.src.text()
+
+
+MAX_NESTING = 40  # deeper inlining would hit Python's limit on nested blocks
+
+
+class _ParserEmitter:
+    """Generates the state functions of one parser, inlining states with a single predecessor."""
+
+    def __init__(self, gen: ModuleGenerator, parser: dict):
+        self.gen = gen
+        self.states = {s["name"]: s for s in parser.get("parse_states", [])}
+        self.ec = ExprCompiler(gen.layout, None)
+        self.transitions = {name: gen.transition(s, set(self.states))
+                            for name, s in self.states.items()}
+        self.standalone: set[str] = set()
+        indegree = dict.fromkeys(self.states, 0)
+        for _, cases, default in self.transitions.values():
+            targets = [nxt for _, _, nxt in cases] + [default]
+            for t in targets:
+                if t is not None:
+                    indegree[t] += 1
+            if self._dispatch_table(cases):
+                self.standalone.update(t for t in targets if t is not None)
+        self.standalone.update(n for n, d in indegree.items() if d != 1)
+
+    @staticmethod
+    def _dispatch_table(cases) -> bool:
+        return all(m is None for _, m, _ in cases) and len(cases) > 3
+
+    def fname(self, name: str) -> str:
+        return f"_S{self.states[name]['id']}"
+
+    def generate(self, init: str) -> str:
+        if init not in self.states:
+            raise ProgramError(f"unknown init_state {init!r}")
+        self.standalone.add(init)
+        done: set[str] = set()
+        while self.standalone - done:
+            name = min(self.standalone - done, key=lambda n: self.states[n]["id"])
+            done.add(name)
+            self.gen.src.line(f"def {self.fname(name)}(F, V, p, b, o):")
+            self.gen.src.depth += 1
+            self.gen.src.extend(self.state(name, {name}, 1))
+            self.gen.src.depth -= 1
+            self.gen.src.line()
+        return self.fname(init)
+
+    def target(self, name: str | None, path: set[str], nest: int) -> list[str]:
+        if name is None:
+            return ["return None, o"]
+        if name in self.standalone or name in path or nest > MAX_NESTING:
+            self.standalone.add(name)
+            return [f"return {self.fname(name)}, o"]
+        return self.state(name, path | {name}, nest)
+
+    def state(self, name: str, path: set[str], nest: int) -> list[str]:
+        lines = []
+        for op in self.states[name].get("parser_ops", []):
+            lines.extend(self.gen.parser_op(op, self.ec))
+        key, cases, default = self.transitions[name]
+        if key is None:
+            return lines + self.target(default, path, nest)
+        lines.append(f"_k = {key}")
+        if self._dispatch_table(cases):
+            table: dict[int, str] = {}
+            for value, _, nxt in cases:
+                table.setdefault(value, "None" if nxt is None else self.fname(nxt))
+            tname = f"_T{self.states[name]['id']}"
+            entries = ", ".join(f"{v:#x}: {n}" for v, n in table.items())
+            self.gen.deferred.append(f"{tname} = {{{entries}}}")
+            dflt = "None" if default is None else self.fname(default)
+            return lines + [f"return {tname}.get(_k, {dflt}), o"]
+        for value, mask, nxt in cases:
+            test = f"_k == {value:#x}" if mask is None else f"_k & {mask:#x} == {value:#x}"
+            lines.append(f"if {test}:")
+            lines.extend("    " + x for x in self.target(nxt, path, nest + 1))
+        return lines + self.target(default, path, nest)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from .codegen import ActionInfo, CounterInfo, ModuleGenerator, RegisterInfo
+from .controlflow import ControlFlowGenerator
 from .errors import ProgramError, UnsupportedConstruct
 from .expressions import parse_hexstr
 from .layout import VALID_FIELD, Field, Layout
@@ -54,7 +55,6 @@ class TableSpec:
     pipeline: str
     match_type: str
     keys: list[KeySpec]
-    key_fn: str | None
     action_ids: list[int]
     next_by_action: dict[int, str | None] | None  # None when next is decided by hit/miss
     next_hit: str | None
@@ -87,9 +87,8 @@ class Program:
     codecs: dict
     actions: dict[int, ActionInfo]
     tables: dict[str, TableSpec]
-    pipelines: dict[str, str | None]  # pipeline name -> init node name
-    conditionals: dict[str, int]  # conditional name -> id
-    node_globals: dict[str, str]
+    pipelines: dict[str, str | None]  # pipeline name -> its first node function (None: empty)
+    node_functions: dict[str, str]  # control-flow node name -> its function, for join points
     registers: dict[str, RegisterInfo]
     counters: dict[str, CounterInfo]
     field_lists: dict[int, list[int]]
@@ -147,29 +146,19 @@ def load_program(source: dict | str | bytes) -> Program:
     deparsers = gen.gen_deparsers(checksums)
 
     tables: dict[str, TableSpec] = {}
-    pipelines: dict[str, str | None] = {}
-    conditionals: dict[str, int] = {}
     direct_bindings = {c.binding: c.name for c in gen.counters.values() if c.is_direct}
-    for pipe in root.get("pipelines", []):
+    pipes = root.get("pipelines", [])
+    for pipe in pipes:
         if pipe.get("action_profiles"):
             raise UnsupportedConstruct("action profiles / selectors", pipe["action_profiles"][0])
         if pipe.get("action_calls"):
             raise UnsupportedConstruct("direct action calls in a control", pipe["action_calls"][0])
-        pipelines[pipe["name"]] = pipe.get("init_table")
         for tnode in pipe.get("tables", []):
             spec = _table_spec(tnode, pipe["name"], layout, gen, direct_bindings)
             if spec.name in tables:
                 raise ProgramError(f"duplicate table name {spec.name!r}", tnode)
             tables[spec.name] = spec
-        for cnode in pipe.get("conditionals", []):
-            gen.gen_conditional(cnode)
-            conditionals[cnode["name"]] = cnode["id"]
-    for name in gen.node_names:
-        if name not in tables and name not in conditionals:
-            raise ProgramError(f"control flow refers to unknown node {name!r}")
-    for pname, init in pipelines.items():
-        if init is not None and init not in tables and init not in conditionals:
-            raise ProgramError(f"pipeline {pname!r} starts at unknown node {init!r}")
+    pipelines, node_functions = ControlFlowGenerator(gen, pipes, tables).generate()
 
     std = {}
     for name in _REQUIRED_FIELDS:
@@ -188,7 +177,7 @@ def load_program(source: dict | str | bytes) -> Program:
     source_text = gen.finish()
     code = compile(source_text, "<softswitch generated program>", "exec")
     return Program(root, layout, code, source_text, gen.constants, gen.codecs, gen.actions,
-                   tables, pipelines, conditionals, gen.node_names, gen.registers, gen.counters,
+                   tables, pipelines, node_functions, gen.registers, gen.counters,
                    gen.field_lists, parsers, deparsers, gen.errors, std)
 
 
@@ -232,7 +221,6 @@ def _table_spec(tnode: dict, pipeline: str, layout: Layout, gen: ModuleGenerator
     for k in keys:
         shift -= k.width
         k.shift = shift
-    key_fn = gen.gen_table_key(tnode, [(k.field, k.width, k.mask) for k in keys]) if keys else None
 
     if "action_ids" in tnode:
         action_ids = [int(a) for a in tnode["action_ids"]]
@@ -250,8 +238,6 @@ def _table_spec(tnode: dict, pipeline: str, layout: Layout, gen: ModuleGenerator
             raise ProgramError(f"table {name!r} mixes __HIT__/__MISS__ with other next tables",
                                tnode)
         next_hit, next_miss = next_tables["__HIT__"], next_tables["__MISS__"]
-        gen.node_global(next_hit)
-        gen.node_global(next_miss)
     else:
         next_by_action = {}
         for aid in action_ids:
@@ -259,9 +245,7 @@ def _table_spec(tnode: dict, pipeline: str, layout: Layout, gen: ModuleGenerator
             if aname not in next_tables:
                 raise ProgramError(f"table {name!r} has no next_tables entry for {aname!r}", tnode)
             next_by_action[aid] = next_tables[aname]
-            gen.node_global(next_tables[aname])
     base_default_next = tnode.get("base_default_next")
-    gen.node_global(base_default_next)
 
     default_entry = None
     if "default_entry" in tnode:
@@ -278,6 +262,6 @@ def _table_spec(tnode: dict, pipeline: str, layout: Layout, gen: ModuleGenerator
     entries = tnode.get("entries", [])
     max_size = len(entries) if entries else int(tnode.get("max_size", 0))
     direct_counter = direct_bindings.get(name) if tnode.get("with_counters") else None
-    return TableSpec(name, int(tnode["id"]), pipeline, match_type, keys, key_fn, action_ids,
+    return TableSpec(name, int(tnode["id"]), pipeline, match_type, keys, action_ids,
                      next_by_action, next_hit, next_miss, base_default_next, default_entry,
                      entries, max_size, direct_counter, tnode)

@@ -93,11 +93,10 @@ class V1Switch:
 
         self.tables: dict[str, MatchTable] = {
             name: MatchTable(spec, program, ns, self.lock) for name, spec in program.tables.items()}
-        nodes: dict[str, Callable] = {name: t.apply for name, t in self.tables.items()}
-        for name, cid in program.conditionals.items():
-            nodes[name] = ns[f"_COND{cid}"]
-        for name, gname in program.node_globals.items():
-            ns[gname] = nodes[name]
+        for table in self.tables.values():
+            ns[f"_TABLE{table.spec.id}"] = table
+            ns[f"_LOOKUP{table.spec.id}"] = table.lookup
+        nodes = {name: ns[fname] for name, fname in program.node_functions.items()}
         for table in self.tables.values():
             table.resolve(nodes)
         for info in program.counters.values():
@@ -112,8 +111,10 @@ class V1Switch:
         self._parse = ns[program.parsers["parser"]]
         self._deparse = ns[program.deparsers["deparser"]]
         self._verify = ns["_VERIFY"]
-        self._ingress_start = nodes.get(program.pipelines["ingress"] or "")
-        self._egress_start = nodes.get(program.pipelines["egress"] or "")
+        start = {pipe: None if fname is None else ns[fname]
+                 for pipe, fname in program.pipelines.items()}
+        self._ingress_start = start["ingress"]
+        self._egress_start = start["egress"]
         self._F0, self._V0 = layout.templates()
         self._metadata_slices = [(h.fields[0].index, h.fields[-1].index + 1,
                                   (0,) * len(h.fields))

@@ -67,7 +67,6 @@ class MatchTable:
         self._program = program
         self._namespace = namespace
         self._lock = lock
-        self._key: Callable | None = namespace[spec.key_fn] if spec.key_fn else None
         self._entries: dict[int, _Entry] = {}
         self._by_identity: dict[tuple, _Entry] = {}
         self._free_handles: list[int] = []
@@ -79,18 +78,19 @@ class MatchTable:
         self._lpm: list[tuple[int, dict[int, _Entry]]] = []
         self._sorted: list[tuple] = []  # (-priority, handle, entry) for ternary/range tables
         self._scan: list[tuple] = []  # (mask, value, entry) in match order
-        self._lookup = {"exact": self._exact.get, "lpm": self._lookup_lpm,
-                        "ternary": self._lookup_ternary, "range": self._lookup_range
-                        }[spec.match_type]
+        #: key (the concatenated key elements) -> matching entry or None; generated code calls it
+        self.lookup = {"exact": self._exact.get, "lpm": self._lookup_lpm,
+                       "ternary": self._lookup_ternary, "range": self._lookup_range
+                       }[spec.match_type]
         self.default = _Entry()
         self._default_default = (None, ())
-        self.apply = self._apply if self._key is not None else self._apply_default
 
     # -- wiring (done once by the switch) -------------------------------------------------------
 
     def resolve(self, nodes: dict[str, Callable]) -> None:
-        """Bind control-flow node names to callables, then install the JSON's default and const
-        entries (bmv2 does this at load time too)."""
+        """Bind control-flow node names to their functions (needed where the next node depends
+        on the action run), then install the JSON's default and const entries (bmv2 does this
+        at load time too)."""
         self._nodes = nodes
         spec = self.spec
         d = spec.default_entry
@@ -104,7 +104,7 @@ class MatchTable:
             self._immutable = True
 
     def _node(self, name: str | None) -> Callable | None:
-        return None if name is None else self._nodes[name]
+        return None if name is None else self._nodes.get(name)
 
     def _next_for(self, action_id: int, default: bool) -> Callable | None:
         spec = self.spec
@@ -128,21 +128,6 @@ class MatchTable:
             e.next = self._next_for(action_id, True)
 
     # -- packet path ----------------------------------------------------------------------------
-
-    def _apply(self, F, V, p):
-        e = self._lookup(self._key(F, V))
-        if e is None:
-            e = self.default
-        elif self._count:
-            e.packets += 1
-            e.bytes += p.ingress_length
-        e.fn(F, V, p, e.data)
-        return e.next
-
-    def _apply_default(self, F, V, p):
-        e = self.default
-        e.fn(F, V, p, e.data)
-        return e.next
 
     def _lookup_lpm(self, k):
         for mask, entries in self._lpm:
