@@ -22,7 +22,7 @@ from .expressions import (
     store_code,
     unsigned_code,
 )
-from .hashes import ALGORITHMS
+from .hashes import ALGORITHMS, csum16_int
 from .headercodec import HeaderCodec, header_codec
 from .layout import VALID_FIELD, Field, Header, Layout
 
@@ -178,6 +178,7 @@ class ModuleGenerator:
             info = Calculation(calc["name"], algo, f"_K{calc['id']}")
             self.calculations[calc["name"]] = info
             self.constants[f"_H_{algo}"] = ALGORITHMS[algo]
+            self.constants["_csum16_int"] = csum16_int
             self._gen_calculation(calc, info)
 
     def _gen_calculation(self, calc: dict, info: Calculation) -> None:
@@ -239,15 +240,22 @@ class ModuleGenerator:
                 src.line(f"if V[{guard.vindex}]:")
                 src.line(f"    {stmt}")
                 src.line(f"    _n += {width}")
-        if dynamic:
-            src.line("_pad = -_n % 8")
-            src.line("_d = (_a << _pad).to_bytes((_n + _pad) >> 3, 'big')")
+        if info.algo == "csum16" and not with_payload:
+            # 16-bit words of the zero-padded input, summed in ones' complement, from the int.
+            if dynamic:
+                src.line("return _csum16_int(_a << (-_n % 16))")
+            else:
+                src.line(f"return _csum16_int(_a << {-static_bits % 16})")
         else:
-            pad = -static_bits % 8
-            src.line(f"_d = (_a << {pad}).to_bytes({(static_bits + pad) // 8}, 'big')")
-        if with_payload:
-            src.line("_d += p.payload")
-        src.line(f"return _H_{info.algo}(_d)")
+            if dynamic:
+                src.line("_pad = -_n % 8")
+                src.line("_d = (_a << _pad).to_bytes((_n + _pad) >> 3, 'big')")
+            else:
+                pad = -static_bits % 8
+                src.line(f"_d = (_a << {pad}).to_bytes({(static_bits + pad) // 8}, 'big')")
+            if with_payload:
+                src.line("_d += p.payload")
+            src.line(f"return _H_{info.algo}(_d)")
         src.depth -= 1
         src.line()
 

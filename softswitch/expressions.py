@@ -27,6 +27,7 @@ class Expr:
     bound: int | None = None  # value known to be in [0, 2**bound)
     header: Header | None = None  # for HEADER expressions
     const: int | None = None  # for constant DATA expressions
+    truth: str | None = None  # DATA that is 0/1 from a boolean: that boolean's code
 
 
 def parse_hexstr(text: str, node: object = None) -> int:
@@ -78,7 +79,7 @@ class ExprCompiler:
             # headers are never marked, so their hidden field reads 0.
             if header.metadata:
                 return Expr("0", DATA, 0, const=0)
-            return Expr(f"(1 if V[{header.vindex}] else 0)", DATA, 1)
+            return Expr(f"(1 if V[{header.vindex}] else 0)", DATA, 1, truth=f"V[{header.vindex}]")
         f = self.layout.field(hname, fname, node)
         return Expr(f"F[{f.index}]", DATA, None if f.signed else f.width)
 
@@ -150,9 +151,17 @@ class ExprCompiler:
                 raise ProgramError("'valid' expects a header operand", node)
             return Expr(f"V[{h.code}]", BOOL)
         if op == "d2b":
-            return Expr(f"({self.compile_data(right, node).code} != 0)", BOOL)
+            e = self.compile_data(right, node)
+            if e.truth is not None:  # d2b(b2d(x)) is x
+                return Expr(e.truth, BOOL)
+            if e.const is not None:
+                return Expr("True" if e.const else "False", BOOL)
+            return Expr(f"({e.code} != 0)", BOOL)
         if op == "b2d":
-            return Expr(f"(1 if {self.compile_bool(right, node)} else 0)", DATA, 1)
+            c = self.compile_bool(right, node)
+            if c in ("True", "False"):
+                return self.const(int(c == "True"))
+            return Expr(f"(1 if {c} else 0)", DATA, 1, truth=c)
         if op in ("==", "!="):
             return self._equality(op, left, right, node)
         if op in ("<", "<=", ">", ">="):

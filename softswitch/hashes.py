@@ -48,6 +48,16 @@ def csum16(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
+def csum16_int(words: int) -> int:
+    """:func:`csum16` of the bytes of ``words``, an integer made of whole 16-bit words: since
+    2**16 = 1 (mod 0xFFFF), the ones' complement sum of the words is ``words % 0xFFFF``, except
+    that a non-zero input summing to a multiple of 0xFFFF folds to 0xFFFF."""
+    total = words % 0xFFFF
+    if total == 0 and words:
+        total = 0xFFFF
+    return ~total & 0xFFFF
+
+
 def identity(data: bytes) -> int:
     return int.from_bytes(data[:8], "big")
 

@@ -189,9 +189,11 @@ class V1Switch:
         with self.lock:
             p = self._fresh(frame, ingress_port, len(frame))
             F = p.F
-            self._set(F, self._f_ingress_port, ingress_port)
-            self._set(F, self._f_packet_length, len(frame))
-            self._set(F, self._f_instance_type, PKT_INSTANCE_TYPE_NORMAL)
+            f = self._f_ingress_port
+            F[f.index] = ingress_port & f.mask
+            f = self._f_packet_length
+            F[f.index] = len(frame) & f.mask
+            F[self._f_instance_type.index] = PKT_INSTANCE_TYPE_NORMAL
             self._set(F, self._f_ingress_ts, self.now_us())
             out: list[tuple[int, bytes]] = []
             ingress_q: deque[Packet] = deque([p])
@@ -255,7 +257,7 @@ class V1Switch:
             return
         if egress_spec == self.drop_port:
             return
-        self._set(F, self._f_instance_type, PKT_INSTANCE_TYPE_NORMAL)
+        F[self._f_instance_type.index] = PKT_INSTANCE_TYPE_NORMAL
         self._enqueue(p, egress_spec, egress_q)
 
     def _send_clone(self, copy: Packet, config, egress_q: deque) -> None:
@@ -293,10 +295,13 @@ class V1Switch:
             self._set(F, self._queueing[2], now - enq_ts)
             self._set(F, self._queueing[3], 0)
             self._set(F, self._f_qid, 0)
-        self._set(F, self._f_egress_port, p.egress_port)
+        f = self._f_egress_port
+        F[f.index] = p.egress_port & f.mask
         # simple_switch initialises egress_spec to drop_port + 1, truncated to the field width.
-        self._set(F, self._f_egress_spec, self.drop_port + 1)
-        self._set(F, self._f_packet_length, p.length)
+        f = self._f_egress_spec
+        F[f.index] = (self.drop_port + 1) & f.mask
+        f = self._f_packet_length
+        F[f.index] = p.length & f.mask
         self._run(self._egress_start, F, V, p)
 
         if p.clone_session:
