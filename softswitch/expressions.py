@@ -28,6 +28,7 @@ class Expr:
     header: Header | None = None  # for HEADER expressions
     const: int | None = None  # for constant DATA expressions
     truth: str | None = None  # DATA that is 0/1 from a boolean: that boolean's code
+    shift: tuple[str, str] | None = None  # a dynamic left shift: (value code, amount code)
 
 
 def parse_hexstr(text: str, node: object = None) -> int:
@@ -216,7 +217,15 @@ class ExprCompiler:
             return Expr(f"({a.code} * {b.code})", DATA, a.bound + b.bound if known else None)
         if op == "&":
             bounds = [x for x in (a.bound, b.bound) if x is not None]
-            return Expr(f"({a.code} & {b.code})", DATA, min(bounds) if bounds else None)
+            bound = min(bounds) if bounds else None
+            shifted, mask = (a, b) if a.shift is not None else (b, a)
+            if shifted.shift is not None and mask.const is not None and mask.const >= 0:
+                # p4c's bit<W> shift, (x << y) & mask: a shift past the mask's width is 0.
+                value, amount = shifted.shift
+                width = mask.const.bit_length()
+                return Expr(f"(({value} << {amount}) & {mask.code} if {amount} < {width} "
+                            "else 0)", DATA, bound)
+            return Expr(f"({a.code} & {b.code})", DATA, bound)
         if op in ("|", "^"):
             return Expr(f"({a.code} {op} {b.code})", DATA, max(a.bound, b.bound) if known else None)
         if op == ">>":
@@ -226,8 +235,8 @@ class ExprCompiler:
                 return Expr(f"({a.code} << {b.const})", DATA,
                             a.bound + b.const if a.bound is not None else None)
             if b.bound is not None and b.bound <= _INLINE_SHIFT_BITS:
-                return Expr(f"({a.code} << {b.code})", DATA)
-            return Expr(f"_shift_left({a.code}, {b.code})", DATA)
+                return Expr(f"({a.code} << {b.code})", DATA, shift=(a.code, b.code))
+            return Expr(f"_shift_left({a.code}, {b.code})", DATA, shift=(a.code, b.code))
         if op in ("/", "%"):
             if b.const is not None and b.const > 0:
                 code = f"({a.code} {'//' if op == '/' else '%'} {b.code})"
