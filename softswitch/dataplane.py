@@ -46,7 +46,12 @@ class Dataplane:
         switch = self.switch
         if switch is None:
             return  # no pipeline yet (--no-p4): bmv2 drops everything
+        debug = log.isEnabledFor(logging.DEBUG)
+        if debug:
+            log.debug("Processing packet received on port %d (%d bytes)", port, len(frame))
         for out_port, data in switch.process(port, frame):
+            if debug:
+                log.debug("Transmitting packet of size %d out of port %d", len(data), out_port)
             if self.cpu_port and out_port == self.cpu_port:
                 if self._packet_in is not None:
                     self._packet_in(data)
