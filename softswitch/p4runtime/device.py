@@ -11,6 +11,7 @@ forwarding state of every object the new pipeline still has.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -87,6 +88,11 @@ class DeviceManager:
     @property
     def switch(self) -> V1Switch:
         return self.dataplane.switch
+
+    def _switch_lock(self):
+        """Reads and writes are atomic with respect to packet processing."""
+        switch = self.dataplane.switch
+        return switch.lock if switch is not None else contextlib.nullcontext()
 
     # -- pipeline configuration ----------------------------------------------------------------
 
@@ -216,7 +222,7 @@ class DeviceManager:
 
     def write(self, request: pb.WriteRequest) -> list[P4RuntimeError | None]:
         """One result per update (None = success); raises for request-level errors."""
-        with self.lock:
+        with self.lock, self._switch_lock():
             if request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR:
                 raise failed(code_pb2.UNIMPLEMENTED,
                              "Support for atomic write modes has not been implemented yet")
@@ -676,7 +682,7 @@ class DeviceManager:
     def read(self, request: pb.ReadRequest) -> tuple[list[pb.Entity], P4RuntimeError | None]:
         """The entities read, and the error that stopped the read (PI returns what it read
         before the error together with the error)."""
-        with self.lock:
+        with self.lock, self._switch_lock():
             out: list[pb.Entity] = []
             try:
                 for entity in request.entities:
