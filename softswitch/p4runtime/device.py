@@ -171,20 +171,21 @@ class DeviceManager:
                 updates.append((Update.INSERT, entity))
             elif which == "packet_replication_engine_entry":
                 updates.append((Update.INSERT, entity))
-        for kind, entity in updates:
-            try:
-                self._write_one(kind, entity)
-            except P4RuntimeError as exc:
-                errors.append(exc.message)
-        for name, reg in old_switch.registers.items():
-            target = self.switch.registers.get(name)
-            if target is not None and target.size == reg.size:
-                target.values[:] = [v & ((1 << target.bitwidth) - 1) for v in reg.values]
-        for name, ctr in old_switch.counters.items():
-            target = self.switch.counters.get(name)
-            if target is not None and not ctr.is_direct and not target.is_direct \
-                    and target.size == ctr.size:
-                target.packets[:], target.bytes[:] = ctr.packets, ctr.bytes
+        with self.switch.lock:
+            for kind, entity in updates:
+                try:
+                    self._write_one(kind, entity)
+                except P4RuntimeError as exc:
+                    errors.append(exc.message)
+            for name, reg in old_switch.registers.items():
+                target = self.switch.registers.get(name)
+                if target is not None and target.size == reg.size:
+                    target.values[:] = [v & ((1 << target.bitwidth) - 1) for v in reg.values]
+            for name, ctr in old_switch.counters.items():
+                target = self.switch.counters.get(name)
+                if target is not None and not ctr.is_direct and not target.is_direct \
+                        and target.size == ctr.size:
+                    target.packets[:], target.bytes[:] = ctr.packets, ctr.bytes
         if errors:
             raise failed(code_pb2.UNKNOWN, f"Error when reconciling config: {errors[0]}")
 
