@@ -46,12 +46,6 @@ class Header:
     def nbytes(self) -> int:
         return sum(f.width for f in self.fields) // 8
 
-    def field(self, name: str) -> Field:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise ProgramError(f"header {self.name!r} has no field {name!r}")
-
 
 class Layout:
     """Header instances and their fields, laid out in ``F``/``V`` in JSON declaration order."""

@@ -67,10 +67,6 @@ class TableSpec:
     node: dict = field(repr=False, default_factory=dict)
 
     @property
-    def key_width(self) -> int:
-        return sum(k.width for k in self.keys)
-
-    @property
     def needs_priority(self) -> bool:
         return self.match_type in ("ternary", "range")
 

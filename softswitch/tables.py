@@ -474,11 +474,6 @@ class MatchTable:
         with self._lock:
             return self._view(self.default)
 
-    @property
-    def has_const_default_action(self) -> bool:
-        d = self.spec.default_entry
-        return bool(d and d.action_const)
-
     def __len__(self) -> int:
         return len(self._entries)
 
