@@ -6,9 +6,9 @@
     result["softswitch"].pps, result["bmv2"].pps (None without bmv2), result["ratio"]
 
 ``frames`` is a list of (ingress_port, frame); ``writes`` are P4Runtime WriteRequests that program
-both targets identically before traffic starts.  bmv2 runs with ``--use-files``: its ports read
-the whole input from pcap files as fast as it can process them, and its rate is taken from the
-timestamps of the first and last output frames it writes.
+both targets identically before traffic starts.  Rates count input packets.  bmv2 runs with
+``--use-files``: its ports read the whole input from pcap files as fast as it can process them;
+its processing time is the span between the first and the last frame it writes out.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def bench_bmv2(json_text: str, p4info_text: str, frames: Frames,
     if len(stamps) < 2:
         return BenchResult("bmv2", 0, 0.0)
     stamps.sort()
-    return BenchResult("bmv2", len(stamps) - 1, stamps[-1] - stamps[0])
+    return BenchResult("bmv2", packets, stamps[-1] - stamps[0])
 
 
 def _count_frames(path: Path) -> int:
