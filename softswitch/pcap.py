@@ -32,8 +32,11 @@ class PcapWriter:
 
 
 def read_pcap(path: str | Path) -> list[bytes]:
-    """The frames of a pcap file (used by tests and tools)."""
+    """The frames of a pcap file (used by tests and tools); a file whose header is not written
+    yet (libpcap buffers it until the first packet) has none."""
     data = Path(path).read_bytes()
+    if len(data) < 24:
+        return []
     magic = struct.unpack("<I", data[:4])[0]
     endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
     frames, offset = [], 24

@@ -66,8 +66,10 @@ def run_softswitch(json_text: str, p4info_text: str, writes: Sequence[pb.Update]
 
 def run_bmv2(json_text: str, p4info_text: str, writes: Sequence[pb.Update],
              trace: Sequence[tuple[int, bytes]], ports: Sequence[int],
-             reads: Sequence[pb.Entity] = (), settle: float = 1.0,
-             timeout: float = 60.0) -> tuple[Outputs, list[pb.Entity]]:
+             reads: Sequence[pb.Entity] = (), expected: int = 1, settle: float = 0.5,
+             timeout: float = 30.0) -> tuple[Outputs, list[pb.Entity]]:
+    """bmv2's outputs once at least ``expected`` frames came out and nothing more for
+    ``settle`` seconds (or ``timeout`` passed)."""
     binary = shutil.which("simple_switch_grpc")
     assert binary is not None
     work = Path(tempfile.mkdtemp(prefix="ssdiff"))  # short: unix socket paths are limited
@@ -97,13 +99,11 @@ def run_bmv2(json_text: str, p4info_text: str, writes: Sequence[pb.Update],
             deadline = time.monotonic() + timeout
             last, stable_since = None, time.monotonic()
             while time.monotonic() < deadline:
-                time.sleep(0.2)
-                if time.monotonic() - started < WAIT_SECONDS:
-                    continue
+                time.sleep(0.1)
                 counts = tuple(len(read_pcap(work / f"p{p}_out.pcap")) for p in ports)
                 if counts != last:
                     last, stable_since = counts, time.monotonic()
-                elif time.monotonic() - stable_since >= settle:
+                elif sum(counts) >= expected and time.monotonic() - stable_since >= settle:
                     break
             entities = []
             if reads:

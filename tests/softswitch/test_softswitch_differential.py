@@ -1,6 +1,9 @@
 """Differential tests against bmv2: the same pipeline, entries and packet trace through
 simple_switch_grpc and through the software switch give the same packets on every port and the
-same counter state.  Skipped where simple_switch_grpc is not installed."""
+same counter state.  Skipped where simple_switch_grpc is not installed.
+
+Traces stay under 64 frames per output port: bmv2 reads its input files as fast as it can and
+drops what does not fit in a port's 64-packet egress queue."""
 
 from __future__ import annotations
 
@@ -79,17 +82,20 @@ class Builder:
         return u
 
 
-def compare(name: str, writes, trace, ports, reads=(), mask=None):
+def compare(name: str, writes, trace, ports, reads=(), mask=None, ordered=True):
     soft, soft_reads = run_softswitch(program_json(name), p4info_text(name), writes, trace,
                                       ports, reads)
     hard, hard_reads = run_bmv2(program_json(name), p4info_text(name), writes, trace, ports,
-                                reads)
+                                reads, expected=sum(len(v) for v in soft.values()))
     if mask is not None:
         soft = {p: [mask(f) for f in frames] for p, frames in soft.items()}
         hard = {p: [mask(f) for f in frames] for p, frames in hard.items()}
     assert sum(len(v) for v in hard.values()) > 0, "bmv2 produced no packets at all"
     for port in ports:
-        assert soft[port] == hard[port], f"port {port} differs"
+        if ordered:
+            assert soft[port] == hard[port], f"port {port} differs"
+        else:
+            assert sorted(soft[port]) == sorted(hard[port]), f"port {port} differs"
     assert soft_reads == hard_reads
     return soft
 
@@ -115,7 +121,7 @@ def test_parsing_trace():
 def test_arith_trace():
     rng = random.Random(11)
     trace = []
-    for _ in range(300):
+    for _ in range(60):
         inp = struct.pack("!BBbbHIIB", rng.randrange(256), rng.randrange(256),
                           rng.randrange(-128, 128), rng.randrange(-128, 128),
                           rng.randrange(1 << 16), rng.randrange(1 << 32), rng.randrange(1 << 32),
@@ -151,7 +157,7 @@ def test_tables_trace():
     ]
     rng = random.Random(5)
     trace = []
-    for _ in range(200):
+    for _ in range(60):
         addr = rng.choice([0x0A000001, 0x0A010203, 0x0A7F0000, 0x0B000001])
         key = struct.pack("!IHBBH", addr, rng.choice([80, 1500, 2500]), rng.choice([6, 17, 1]),
                           rng.randrange(256), rng.choice([42, 55, 1500, 7]))
@@ -166,7 +172,7 @@ def test_tables_trace():
 def test_stateful_trace():
     rng = random.Random(3)
     trace = []
-    for _ in range(60):
+    for _ in range(40):
         slot, op = rng.randrange(18), rng.choice([0, 0, 0, 1, 2, 3])
         values = [rng.randint(-2**31, 2**31 - 1) for _ in range(64)]
         agg = struct.pack("!HBB64i", slot, op, rng.randrange(256), *values)
@@ -196,4 +202,6 @@ def test_replication_trace():
     for mode in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 0):
         trace.append((2, eth + bytes([mode]) + bytes(13) + b"payload"))
     trace.append((3, eth + bytes([9]) + bytes(13) + b"\xde\xad\xbe\xef" + b"payload"))
-    compare("replication", writes, trace, ports=[1, 2, 3, 4, 9, 10])
+    # bmv2 generates an egress clone while the next packet is already in ingress, so copies made
+    # at different points (here the clones of modes 7 and 8 on port 10) interleave arbitrarily.
+    compare("replication", writes, trace, ports=[1, 2, 3, 4, 9, 10], ordered=False)
