@@ -3,7 +3,7 @@
 
     from softswitch.bench import compare
     result = compare(json_text, p4info_text, frames, writes=[write_request, ...])
-    result["softswitch"].pps, result["bmv2"].pps (None without bmv2), result["ratio"]
+    result["softswitch"].pps, result["bmv2"] (None without bmv2), result["ratio"]
 
 ``frames`` is a list of (ingress_port, frame); ``writes`` are P4Runtime WriteRequests that program
 both targets identically before traffic starts.  Rates count input packets.  bmv2 runs with
@@ -13,7 +13,6 @@ its processing time is the span between the first and the last frame it writes o
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import signal
@@ -21,7 +20,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,25 +72,25 @@ def programmed_switch(json_text: str, p4info_text: str,
     return dataplane.switch
 
 
-def bench_softswitch(switch: V1Switch, frames: Frames, min_seconds: float = 1.0,
-                     setup: Callable[[V1Switch], None] | None = None) -> BenchResult:
-    """Packets per second of ``switch.process`` cycling over ``frames`` for ``min_seconds``."""
-    if setup is not None:
-        setup(switch)
-    process = switch.process
-    count = 0
-    start = time.perf_counter()
-    deadline = start + min_seconds
-    for port, frame in itertools.cycle(frames):
-        process(port, frame)
-        count += 1
-        if count % 64 == 0 and time.perf_counter() >= deadline:
-            break
-    return BenchResult("softswitch", count, time.perf_counter() - start)
+def bench_softswitch(json_text: str, p4info_text: str, frames: Frames,
+                     writes: Sequence[pb.WriteRequest] = (), repeat: int = 3) -> BenchResult:
+    """Packets per second of ``V1Switch.process`` over one pass of ``frames``, on a freshly
+    programmed switch each time; the best of ``repeat`` passes (the state a pass leaves behind
+    would change what the next one measures)."""
+    best = None
+    for _ in range(repeat):
+        process = programmed_switch(json_text, p4info_text, writes).process
+        start = time.perf_counter()
+        for port, frame in frames:
+            process(port, frame)
+        result = BenchResult("softswitch", len(frames), time.perf_counter() - start)
+        if best is None or result.pps > best.pps:
+            best = result
+    return best
 
 
 def bench_bmv2(json_text: str, p4info_text: str, frames: Frames,
-               writes: Sequence[pb.WriteRequest] = (), packets: int = 20000,
+               writes: Sequence[pb.WriteRequest] = (),
                out_ports: Sequence[int] = tuple(range(16)), wait_seconds: int = 4,
                timeout: float = 120.0) -> BenchResult | None:
     """bmv2's packet rate on the same traffic, or None when simple_switch_grpc is absent.
@@ -103,7 +102,7 @@ def bench_bmv2(json_text: str, p4info_text: str, frames: Frames,
     with tempfile.TemporaryDirectory(prefix="softswitch-bench-") as tmp:
         work = Path(tmp)
         writers = {p: PcapWriter(work / f"p{p}_in.pcap") for p in ports}
-        for i, (port, frame) in zip(range(packets), itertools.cycle(frames), strict=False):
+        for i, (port, frame) in enumerate(frames):
             writers[port].write(frame, timestamp=1.0 + i * 1e-6)
         for w in writers.values():
             w.close()
@@ -144,7 +143,7 @@ def bench_bmv2(json_text: str, p4info_text: str, frames: Frames,
     if len(stamps) < 2:
         return BenchResult("bmv2", 0, 0.0)
     stamps.sort()
-    return BenchResult("bmv2", packets, stamps[-1] - stamps[0])
+    return BenchResult("bmv2", len(frames), stamps[-1] - stamps[0])
 
 
 def _count_frames(path: Path) -> int:
@@ -166,11 +165,11 @@ def _pcap_times(path: Path) -> list[float]:
 
 
 def compare(json_text: str, p4info_text: str, frames: Frames,
-            writes: Sequence[pb.WriteRequest] = (), min_seconds: float = 2.0,
-            bmv2_packets: int = 20000) -> dict:
-    """Both rates and their ratio (softswitch / bmv2; None without bmv2)."""
-    switch = programmed_switch(json_text, p4info_text, writes)
-    soft = bench_softswitch(switch, frames, min_seconds)
-    bmv2 = bench_bmv2(json_text, p4info_text, frames, writes, bmv2_packets)
+            writes: Sequence[pb.WriteRequest] = (), out_ports: Sequence[int] = tuple(range(16))
+            ) -> dict:
+    """Both rates on one pass over ``frames`` and their ratio (softswitch / bmv2; None without
+    bmv2)."""
+    soft = bench_softswitch(json_text, p4info_text, frames, writes)
+    bmv2 = bench_bmv2(json_text, p4info_text, frames, writes, out_ports=out_ports)
     ratio = soft.pps / bmv2.pps if bmv2 is not None and bmv2.pps > 0 else None
     return {"softswitch": soft, "bmv2": bmv2, "ratio": ratio}

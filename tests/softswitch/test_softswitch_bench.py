@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
-from softswitch_fixtures import p4info_text, program_json
+from softswitch_fixtures import p4info_text, program_json, requires_bmv2
 from test_softswitch_p4runtime import P4Info, exact_entry, key_frame
 
-from softswitch.bench import bench_softswitch, programmed_switch
+from softswitch.bench import bench_bmv2, bench_softswitch, compare, programmed_switch
 
 
-def test_programmed_switch_and_rate():
-    info = P4Info("tables")
+def _insert_write() -> pb.WriteRequest:
     write = pb.WriteRequest(device_id=0)
     u = write.updates.add(type=pb.Update.INSERT)
-    u.entity.table_entry.CopyFrom(exact_entry(info, 1, 2, 3, 4))
-    sw = programmed_switch(program_json("tables"), p4info_text("tables"), [write])
+    u.entity.table_entry.CopyFrom(exact_entry(P4Info("tables"), 1, 2, 3, 4))
+    return write
+
+
+def test_programmed_switch_forwards_with_written_entry():
+    sw = programmed_switch(program_json("tables"), p4info_text("tables"), [_insert_write()])
     assert sw.process(0, key_frame(addr=1, port=2))[0][0] == 4
-    result = bench_softswitch(sw, [(0, key_frame(addr=1, port=2)), (0, key_frame())],
-                              min_seconds=0.2)
-    assert result.packets >= 64 and result.seconds >= 0.2 and result.pps > 0
-    assert sw.tables["IngressImpl.t_exact"].counter(0)[0] >= result.packets // 2
+    assert sw.tables["IngressImpl.t_exact"].counter(0) == (1, len(key_frame()))
+
+
+def test_bench_softswitch_counts_one_pass():
+    frames = [(0, key_frame(addr=1, port=2)), (0, key_frame())] * 50
+    result = bench_softswitch(program_json("tables"), p4info_text("tables"), frames,
+                              [_insert_write()], repeat=2)
+    assert result.target == "softswitch"
+    assert result.packets == 100 and result.seconds > 0
+    assert result.pps == pytest.approx(100 / result.seconds)
 
 
 def test_failed_write_is_reported():
@@ -31,3 +40,18 @@ def test_failed_write_is_reported():
             exact_entry(info, 1, 2, 3, 4))
     with pytest.raises(RuntimeError, match="Match entry exists"):
         programmed_switch(program_json("tables"), p4info_text("tables"), [write])
+
+
+@requires_bmv2
+@pytest.mark.bmv2
+def test_compare_with_bmv2():
+    frames = [(0, key_frame(addr=1, port=2))] * 20
+    result = compare(program_json("tables"), p4info_text("tables"), frames, [_insert_write()],
+                     out_ports=[0, 4])
+    assert result["bmv2"].packets == 20 and result["bmv2"].seconds > 0
+    assert result["ratio"] == pytest.approx(result["softswitch"].pps / result["bmv2"].pps)
+
+
+def test_bench_bmv2_without_binary_is_none(monkeypatch):
+    monkeypatch.setattr("softswitch.bench.shutil.which", lambda name: None)
+    assert bench_bmv2(program_json("tables"), p4info_text("tables"), []) is None
