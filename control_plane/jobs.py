@@ -91,6 +91,17 @@ class JobSpec:
         d["workers"] = [asdict(w) for w in self.workers]
         return d
 
+    def to_toml(self) -> str:
+        """The spec in the file format :func:`parse_spec` reads."""
+        def value(v) -> str:
+            return str(v).lower() if isinstance(v, bool) else (
+                f'"{v}"' if isinstance(v, str) else str(v))
+        job = {k: v for k, v in asdict(self).items() if k != "workers" and v is not None}
+        lines = ["[job]"] + [f"{k} = {value(v)}" for k, v in job.items()]
+        for w in self.workers:
+            lines += ["", "[[workers]]"] + [f"{k} = {value(v)}" for k, v in asdict(w).items()]
+        return "\n".join(lines) + "\n"
+
     @classmethod
     def from_dict(cls, d: dict) -> JobSpec:
         d = dict(d)

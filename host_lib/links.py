@@ -91,3 +91,62 @@ class RawEthernetLink:
     def close(self) -> None:
         self.sock.close()
         self._sink.close()
+
+
+class ImpairedLink:
+    """Wraps a link and duplicates and reorders frames in both directions, with seeded
+    probabilities, for experiments and tests (this kernel has no netem). A reordered frame is
+    held back and released after the next few frames in the same direction."""
+
+    def __init__(self, link, duplicate: float = 0.0, reorder: float = 0.0, hold: int = 3,
+                 seed: int = 0):
+        import random
+
+        self.link = link
+        self.duplicate = duplicate
+        self.reorder = reorder
+        self.hold = hold
+        self._rng = random.Random(seed)
+        self._held_out: list[list] = []  # [frames to wait, frame]
+        self._held_in: list[list] = []
+        self._ready_in: list[bytes] = []
+
+    def fileno(self) -> int:
+        return self.link.fileno()
+
+    def _impair(self, frame: bytes, held: list[list]) -> list[bytes]:
+        """Frames to deliver now, given one more frame in this direction."""
+        out = []
+        for entry in held:
+            entry[0] -= 1
+        out += [f for n, f in held if n <= 0]
+        held[:] = [e for e in held if e[0] > 0]
+        copies = 2 if self._rng.random() < self.duplicate else 1
+        for _ in range(copies):
+            if self._rng.random() < self.reorder:
+                held.append([self._rng.randint(1, self.hold), frame])
+            else:
+                out.append(frame)
+        return out
+
+    def send(self, frame) -> None:
+        for f in self._impair(bytes(frame), self._held_out):
+            self.link.send(f)
+
+    def recv_into(self, buf) -> int:
+        while not self._ready_in:
+            n = self.link.recv_into(buf)
+            if not n:
+                # nothing new: let held frames go rather than hold them forever
+                self._ready_in = [f for _, f in self._held_in]
+                self._held_in.clear()
+                if not self._ready_in:
+                    return 0
+                break
+            self._ready_in += self._impair(bytes(buf[:n]), self._held_in)
+        frame = self._ready_in.pop(0)
+        buf[:len(frame)] = frame
+        return len(frame)
+
+    def close(self) -> None:
+        self.link.close()

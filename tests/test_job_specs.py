@@ -107,3 +107,11 @@ def test_membership_changes_are_validated():
     assert spec.with_membership(expected=0b011, fan_in=2).effective_expected == 0b011
     with pytest.raises(SpecError, match="fan-in 3 exceeds the 2 expected"):
         spec.with_membership(expected=0b011)
+
+
+def test_specs_round_trip_through_toml():
+    spec = load_spec(EXAMPLE).with_membership(fan_in=3, expected=0b0111)
+    assert parse_spec(spec.to_toml()) == spec
+    spec = JobSpec(5, 2, (WorkerSpec(0, 1, "02:00:00:00:00:01", "10.0.0.1", 4000),),
+                   inband_fanin=True)
+    assert parse_spec(spec.to_toml()) == spec

@@ -24,33 +24,7 @@ from host_lib.quantize import (
     predict_scales,
     qbits,
 )
-
-
-def reference_exponents(x: np.ndarray) -> np.ndarray:
-    """Smallest e with max|x| <= 2^e per block, from float64 frexp, biased; independent of the
-    kernels' bit tricks."""
-    out = []
-    for b in range(num_blocks(len(x))):
-        block = x[b * LANES:(b + 1) * LANES].astype(np.float64)
-        if not np.isfinite(block).all():
-            out.append(EXP_NONFINITE)
-            continue
-        m = float(np.abs(block).max()) if len(block) else 0.0
-        if m == 0.0:
-            out.append(EXP_NONE)
-            continue
-        frac, e = math.frexp(m)
-        out.append((e - 1 if frac == 0.5 else e) + EXP_BIAS)
-    return np.array(out, np.uint16)
-
-
-def reference_quantize(x: np.ndarray, scales: np.ndarray, j: int) -> np.ndarray:
-    """rint(x * 2^(j-E)) clamped to +-2^j, in float64 (exact for float32 inputs)."""
-    padded = np.zeros(num_blocks(len(x)) * LANES)
-    padded[:len(x)] = x
-    e = scales.astype(np.int64) - EXP_BIAS
-    v = padded.reshape(-1, LANES) * np.ldexp(1.0, j - e)[:, None]
-    return np.rint(np.clip(v, -(2.0**j), 2.0**j)).astype(np.int64)
+from tests.quant_reference import reference_exponents, reference_quantize
 
 
 def float32_rounding(v: np.ndarray) -> np.ndarray:

@@ -1,0 +1,95 @@
+"""The main job: the same data-parallel training, 4 workers with one 3x straggler, once per
+aggregation method, on the embedded switch (no root, no bmv2). Prints a table of iteration times,
+time to a target accuracy and final accuracy, and plots the iteration time of every step.
+
+    python -m examples.main_job                        # what `make run` runs
+    python -m examples.main_job --methods gloo,switch --iterations 100 --straggler 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from examples.results import Run, load_run, plot_iteration_times, table
+from topologies.local import LocalCluster, local_job
+
+ROOT = Path(__file__).resolve().parent.parent
+METHODS = {
+    "gloo": "gloo allreduce (torch.distributed), the baseline",
+    "switch": "in-network aggregation through the switch, no straggler handling",
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help=f"comma-separated, from: {', '.join(METHODS)}")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--straggler", type=float, default=3.0,
+                   help="slowdown of the last worker (1 = none)")
+    p.add_argument("--iterations", type=int, default=150)
+    p.add_argument("--profile", default="resnet50",
+                   help="emulated per-sample compute of this model on an H100 ('' = real "
+                        "compute of the small model)")
+    p.add_argument("--target-accuracy", type=float, default=0.95)
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "main_job")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def torchrun(args, method: str, log_dir: Path, extra: list[str]) -> None:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={args.workers}", "-m", "examples.train",
+           "--comm", "gloo" if method == "gloo" else "switch",
+           "--iterations", str(args.iterations), "--seed", str(args.seed),
+           "--log-dir", str(log_dir), *extra]
+    if args.straggler != 1:
+        cmd += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
+    if args.profile:
+        cmd += ["--profile", args.profile]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+
+
+def run_method(args, method: str) -> Run:
+    log_dir = args.out / method
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"\n== {method}: {METHODS[method]}", flush=True)
+    if method == "gloo":
+        torchrun(args, method, log_dir, [])
+    else:
+        spec = local_job(1, args.workers, slots=64)
+        with LocalCluster([spec], log_dir / "switch") as cluster:
+            (log_dir / "job.toml").write_text(spec.to_toml())
+            ports = log_dir / "udp_ports.json"
+            ports.write_text(json.dumps({str(p): list(a)
+                                         for p, a in cluster.switch.udp_ports.items()}))
+            torchrun(args, method, log_dir, ["--job-spec", str(log_dir / "job.toml"),
+                                             "--udp-ports", str(ports)])
+    return load_run(method, log_dir)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        sys.exit(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
+    started = time.time()
+    runs = [run_method(args, m) for m in methods]
+    print(f"\n{args.workers} workers, worker {args.workers - 1} {args.straggler:g}x slower, "
+          f"{args.iterations} iterations, compute emulated as {args.profile or 'real'}")
+    print(table(runs, args.target_accuracy))
+    plot = plot_iteration_times(runs, args.out / "iteration_times.png",
+                                title=f"{args.workers} workers, one {args.straggler:g}x straggler")
+    print(f"\nplot: {plot}\nlogs: {args.out} ({time.time() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

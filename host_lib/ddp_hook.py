@@ -1,0 +1,81 @@
+"""A DDP communication hook that aggregates gradient buckets in the switch.
+
+In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
+
+    state = SaAtpHookState(aggregator)
+    ddp_model.register_comm_hook(state, sa_atp_hook)
+
+The hook hands each bucket to the aggregator's I/O thread and returns at once with a
+``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
+loops that scale the loss by the global batch themselves). CUDA buckets are staged through
+pinned host memory. A failed switch path falls back to gloo inside the aggregator (see
+:mod:`host_lib.fallback`), so the future always carries the right values or an exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from host_lib.aggregator import SwitchAggregator
+from host_lib.transport import CallStats
+
+
+@dataclass
+class SaAtpHookState:
+    aggregator: SwitchAggregator
+    average: bool = True  # False: sum, for losses already divided by the global batch size
+    stats: list[CallStats] = field(default_factory=list)  # per bucket, since the last drain
+    _pinned: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def staging(self, bucket_index: int, tensor: torch.Tensor) -> torch.Tensor:
+        """A float32 CPU view or copy of the bucket (pinned, for CUDA buckets)."""
+        if tensor.device.type == "cpu" and tensor.dtype == torch.float32:
+            return tensor.detach()
+        buf = self._pinned.get(bucket_index)
+        if buf is None or buf.numel() != tensor.numel():
+            buf = torch.empty(tensor.numel(), dtype=torch.float32,
+                              pin_memory=tensor.is_cuda and torch.cuda.is_available())
+            self._pinned[bucket_index] = buf
+        buf.copy_(tensor.detach().reshape(-1), non_blocking=tensor.is_cuda)
+        if tensor.is_cuda:
+            torch.cuda.current_stream(tensor.device).synchronize()
+        return buf
+
+    def record(self, stats: CallStats) -> None:
+        with self._lock:
+            self.stats.append(stats)
+
+    def drain_stats(self) -> list[CallStats]:
+        """The buckets' statistics since the last call (for per-iteration logs)."""
+        with self._lock:
+            out, self.stats = self.stats, []
+        return out
+
+
+def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket) -> torch.futures.Future:
+    tensor = bucket.buffer()
+    host = state.staging(bucket.index(), tensor)
+    pending = state.aggregator.allreduce_async(host.numpy(), average=state.average,
+                                               tag=("bucket", bucket.index(), tensor.numel()))
+    future: torch.futures.Future = torch.futures.Future()
+
+    def finish(done) -> None:
+        try:
+            result, stats = done.result()
+            state.record(stats)
+            if tensor.is_cuda:
+                with torch.cuda.device(tensor.device):
+                    tensor.copy_(torch.from_numpy(result).view_as(tensor))
+            else:
+                tensor.copy_(torch.from_numpy(result).view_as(tensor))
+            future.set_result(tensor)
+        except BaseException as exc:  # noqa: BLE001 - delivered to DDP through the future
+            future.set_exception(exc)
+
+    pending.add_done_callback(finish)
+    return future

@@ -1,0 +1,89 @@
+"""Straggler injection and emulated compute for experiments.
+
+A worker's compute time per iteration is ``base_time * slowdown``, where
+
+* ``base_time`` is either the measured time of the real forward/backward pass on the small model,
+  or, in emulated-compute mode, the step time of a real model on a real GPU for the worker's batch
+  size, ``t(b) = a * b + c``, from a measured profile (examples/profiles/h100_step_times.json,
+  measured on an H100), so that 2-core experiments reflect GPU clusters;
+* ``slowdown`` comes from a :class:`SlowdownSchedule`: static factors per worker (a persistent
+  straggler), random transient slowdowns, or both.
+
+Workers pad their real compute with a sleep up to the target time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StepTimeProfile:
+    """t(b) = a * b + c seconds for a mini-batch of b samples."""
+
+    a: float
+    c: float
+    model: str = ""
+
+    def time(self, batch: int) -> float:
+        return self.a * batch + self.c if batch > 0 else 0.0
+
+    @classmethod
+    def load(cls, path: str | Path, model: str) -> StepTimeProfile:
+        models = json.loads(Path(path).read_text())["models"]
+        if model not in models:
+            raise KeyError(f"no profile for {model!r} in {path}; it has {sorted(models)}")
+        m = models[model]
+        return cls(m["fit_a_s_per_sample"], m["fit_c_s"], model)
+
+
+@dataclass
+class SlowdownSchedule:
+    """Per-worker slowdown factors for each iteration.
+
+    ``static``: {rank: factor} for persistent stragglers. ``transient_prob``: each iteration, each
+    worker independently starts a transient slowdown of ``transient_factor`` lasting
+    ``transient_len`` iterations with this probability (seeded, identical on every worker).
+    """
+
+    static: dict[int, float] = field(default_factory=dict)
+    transient_prob: float = 0.0
+    transient_factor: float = 3.0
+    transient_len: int = 5
+    seed: int = 0
+
+    def factor(self, rank: int, iteration: int) -> float:
+        f = self.static.get(rank, 1.0)
+        if self.transient_prob > 0 and self._transient(rank, iteration):
+            f *= self.transient_factor
+        return f
+
+    def _transient(self, rank: int, iteration: int) -> bool:
+        for start in range(max(0, iteration - self.transient_len + 1), iteration + 1):
+            if random.Random(hash((self.seed, rank, start))).random() < self.transient_prob:
+                return True
+        return False
+
+    @classmethod
+    def parse(cls, text: str, **kwargs) -> SlowdownSchedule:
+        """'3x@1,2x@2' -> rank 1 three times slower, rank 2 twice; '' -> none."""
+        static = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            factor, _, rank = part.partition("x@")
+            if not rank:
+                raise ValueError(f"bad straggler spec {part!r}; expected like '3x@1'")
+            static[int(rank)] = float(factor)
+        return cls(static=static, **kwargs)
+
+
+def pad_to(target_s: float, started: float) -> float:
+    """Sleep until ``target_s`` seconds after ``started`` (perf_counter); the time slept."""
+    remaining = target_s - (time.perf_counter() - started)
+    if remaining > 0:
+        time.sleep(remaining)
+        return remaining
+    return 0.0

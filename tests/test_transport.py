@@ -1,0 +1,164 @@
+"""Allreduce through the embedded switch with real worker processes (docs/protocol.md §7.1):
+exact sums against the numpy reference under loss, duplication and reordering, several jobs at
+once, and the gloo fallback when the switch dies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from host_lib import protocol as P
+from tests.quant_reference import AllreduceReference
+from topologies.local import LocalCluster, local_job
+
+# (workers, drop probability at ingress and at egress, elements per call, calls)
+# The nine cases stream 10.8 million elements through the switch in all.
+CASES = [(n, loss, elements, 3) for loss in (0.0, 0.01, 0.05)
+         for n, elements in ((2, 400_000), (4, 400_000), (8, 400_000))]
+
+
+def inputs(seed: int, worker: int, call: int, elements: int) -> np.ndarray:
+    """Gradient-like values whose magnitude varies by block, with a few outliers."""
+    rng = np.random.default_rng((seed, worker, call))
+    scale = np.exp(rng.uniform(-12, 2, -(-elements // P.LANES))).repeat(P.LANES)[:elements]
+    x = rng.standard_normal(elements) * scale
+    x[rng.integers(0, elements, 3)] *= 1e4
+    return x.astype(np.float32)
+
+
+def sum_calls(agg, arg):
+    """Worker body: back-to-back float32 calls with one tag (so scales follow the history),
+    then an int32 call."""
+    seed, elements, calls, link = arg
+    results, stats = [], []
+    for call in range(calls):
+        results.append(agg.allreduce(inputs(seed, agg.config.worker, call, elements), tag="t"))
+        stats.append(agg.last_stats)
+    ints = np.random.default_rng((seed, agg.config.worker)).integers(
+        -2**31, 2**31, 1000, dtype=np.int64).astype(np.int32)
+    results.append(agg.allreduce_int(ints))
+    agg.close()
+    return results, stats
+
+
+def expected(seed: int, n: int, elements: int, calls: int) -> list[np.ndarray]:
+    ref = AllreduceReference(n)
+    out = [ref([inputs(seed, w, c, elements) for w in range(n)]) for c in range(calls)]
+    ints = [np.random.default_rng((seed, w)).integers(-2**31, 2**31, 1000, dtype=np.int64)
+            for w in range(n)]
+    out.append(((np.sum(ints, axis=0) + 2**31) % 2**32 - 2**31).astype(np.int32))
+    return out
+
+
+def check(results: dict, job_id: int, n: int, want: list[np.ndarray]) -> None:
+    for w in range(n):
+        got, _ = results[(job_id, w)]
+        for call, (g, e) in enumerate(zip(got, want, strict=True)):
+            assert g.dtype == e.dtype
+            np.testing.assert_array_equal(g, e, err_msg=f"worker {w}, call {call}")
+
+
+@pytest.mark.parametrize("n, loss, elements, calls", CASES)
+def test_exact_sums_under_loss(tmp_path, n, loss, elements, calls):
+    with LocalCluster([local_job(1, n, slots=64)], tmp_path) as cluster:
+        if loss:
+            cluster.controller.set_loss(loss, direction="ingress")
+            cluster.controller.set_loss(loss, direction="egress")
+        results = cluster.run_workers(sum_calls, {1: [(n, elements, calls, None)] * n},
+                                      silence_timeout=20.0)
+        counters = cluster.controller.counters(1)
+    check(results, 1, n, expected(n, n, elements, calls))
+    stats = [s for w in range(n) for s in results[(1, w)][1]]
+    assert all(s.fallback is None for s in stats)
+    assert all(s.results == s.chunks and s.packets_sent >= s.chunks for s in stats)
+    if loss:
+        assert counters["ingress"]["drops"]["SIM"] > 0
+        assert sum(s.retransmissions for s in stats) > 0
+    else:
+        assert "SIM" not in counters["ingress"]["drops"]
+
+
+def test_exact_sums_with_duplication_and_reordering(tmp_path):
+    n, elements, calls = 4, 100_000, 2
+    with LocalCluster([local_job(1, n, slots=32)], tmp_path) as cluster:
+        results = cluster.run_workers(sum_calls, {1: [(5, elements, calls, None)] * n},
+                                      impairment={"duplicate": 0.05, "reorder": 0.05})
+    check(results, 1, n, expected(5, n, elements, calls))
+    stats = [s for w in range(n) for s in results[(1, w)][1]]
+    assert sum(s.duplicate_results for s in stats) > 0
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_several_jobs_at_once_without_cross_talk(tmp_path, jobs):
+    sizes = [3, 2, 3][:jobs]
+    specs, port = [], 1
+    for j, n in enumerate(sizes):
+        specs.append(local_job(10 + j, n, first_port=port, slots=16))
+        port += n
+    with LocalCluster(specs, tmp_path) as cluster:
+        args = {10 + j: [(100 + j, 50_000, 2, None)] * n for j, n in enumerate(sizes)}
+        results = cluster.run_workers(sum_calls, args)
+    for j, n in enumerate(sizes):
+        check(results, 10 + j, n, expected(100 + j, n, 50_000, 2))
+
+
+def fallback_worker(agg, arg):
+    """Four calls: through the switch; while the switch is killed; while it runs without the
+    job; after the controller restored the job."""
+    elements, call_started, call_done, proceed = arg
+    w = agg.config.worker
+    results, stats = [], []
+    for call in range(4):
+        if call:
+            proceed[call].wait(120)
+        call_started[call].set()
+        results.append(agg.allreduce(inputs(7, w, call, elements), tag=call))
+        stats.append(agg.last_stats)
+        call_done[call].set()
+    agg.close()
+    return results, stats
+
+
+def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
+    import multiprocessing
+    import time
+
+    n, elements = 3, 300_000
+    mp = multiprocessing.get_context("spawn")
+    events = [[[mp.Event() for _ in range(4)] for _ in range(n)] for _ in range(2)]
+    proceed = [mp.Event() for _ in range(4)]
+    with LocalCluster([local_job(1, n, slots=64)], tmp_path) as cluster:
+        group = cluster.start_workers(
+            fallback_worker, {1: [(elements, events[0][w], events[1][w], proceed)
+                                  for w in range(n)]},
+            distributed=True, silence_timeout=1.0)
+
+        def wait_all(kind: int, call: int) -> None:
+            for w in range(n):
+                assert events[kind][w][call].wait(120), f"worker {w} stuck in call {call}"
+
+        wait_all(1, 0)
+        proceed[1].set()
+        wait_all(0, 1)
+        time.sleep(0.3)
+        cluster.switch.stop(kill=True)  # dies in the middle of call 1
+        wait_all(1, 1)
+        cluster.switch.restart()  # back, but with no pipeline and no job
+        proceed[2].set()
+        wait_all(1, 2)
+        cluster.controller.connect()
+        cluster.controller.reconcile()  # the controller restores the job
+        proceed[3].set()
+        results = group.join(120)
+
+    want = [np.sum([inputs(7, w, c, elements).astype(np.float64) for w in range(n)], axis=0)
+            for c in range(4)]
+    for w in range(n):
+        got, stats = results[(1, w)]
+        assert [s.fallback is not None for s in stats] == [False, True, True, False]
+        for c in (0, 3):
+            np.testing.assert_array_equal(got[c], AllreduceReference(n)(
+                [inputs(7, v, c, elements) for v in range(n)]))
+        for c in (1, 2):  # gloo's float32 sum of the raw inputs
+            np.testing.assert_allclose(got[c], want[c], rtol=1e-6, atol=1e-6)
+            np.testing.assert_array_equal(got[c], results[(1, 0)][0][c])

@@ -1,0 +1,136 @@
+"""The transport's rules that a well-behaved switch never exercises, against a scripted link:
+results that change, scale mismatches, silence, early results, and the RTO estimator."""
+
+import os
+
+import numpy as np
+import pytest
+
+from host_lib import protocol as P
+from host_lib.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
+from host_lib.rto import RtoEstimator
+from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
+
+WORKER = Endpoint("02:00:00:00:00:01", "10.0.0.1")
+SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+
+
+class ScriptedLink:
+    """A link whose switch is a Python function: answer(frame header) -> frames to deliver."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.inbox: list[bytes] = []
+        self.sent: list[bytes] = []
+        self._r, self._w = os.pipe()  # readable whenever the inbox is not empty
+
+    def fileno(self):
+        return self._r
+
+    def send(self, frame):
+        self.sent.append(bytes(frame))
+        header = Header.unpack(bytes(frame), 42)
+        for out in self.answer(header):
+            self.inbox.append(out)
+            os.write(self._w, b"x")
+
+    def recv_into(self, buf):
+        if not self.inbox:
+            return 0
+        os.read(self._r, 1)
+        frame = self.inbox.pop(0)
+        buf[:len(frame)] = frame
+        return len(frame)
+
+    def close(self):
+        pass
+
+
+def reply(op, chunk, lanes=0, **fields) -> bytes:
+    return encode_frame(Frame(SWITCH, WORKER, Header(op=op, job=1, chunk=chunk, **fields),
+                              np.full(P.LANES, lanes, np.int32)))
+
+
+def make_round(n: int, base: int = 0) -> Round:
+    frames = np.zeros(n, frames_from_bytes(b"").dtype)
+    for j in range(n):
+        frames[j:j + 1].view(np.uint8)[:] = np.frombuffer(
+            encode_frame(Frame(WORKER, SWITCH, Header(op=P.Op.DATA, job=1, chunk=base + j))),
+            np.uint8)
+    return Round(frames, base)
+
+
+def test_a_result_that_changes_is_an_error_never_accepted():
+    answers = {0: [reply(P.Op.RESULT, 0, 5, bitmap=3, count=2),
+                   reply(P.Op.RESULT, 0, 6, bitmap=3, count=2)]}
+    transport = Transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), 1, 0, slots=4)
+    with pytest.raises(ProtocolError, match="differs from the first"):
+        transport.run(make_round(1), CallStats())
+
+
+def test_an_equal_duplicate_result_is_counted_and_ignored():
+    answers = {0: [reply(P.Op.RESULT, 0, 5, bitmap=3), reply(P.Op.RESULT, 0, 5, bitmap=3)]}
+    transport = Transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), 1, 0, slots=4)
+    stats = CallStats()
+    rnd = make_round(1)
+    transport.run(rnd, stats)
+    assert stats.results == 1 and stats.duplicate_results == 1
+    assert rnd.sums[0, 0] == 5
+
+
+def test_scale_mismatch_fails_the_call():
+    link = ScriptedLink(lambda h: [reply(P.Op.BOUNCE, h.chunk,
+                                         reason=P.Bounce.SCALE_MISMATCH)])
+    with pytest.raises(ProtocolError, match="another scale"):
+        Transport(link, 1, 0, slots=4).run(make_round(2), CallStats())
+
+
+def test_silence_raises_after_the_bound_and_retransmits_meanwhile():
+    link = ScriptedLink(lambda h: [])
+    transport = Transport(link, 1, 0, slots=4, rto=RtoEstimator(initial=0.02),
+                          silence_timeout=0.3)
+    stats = CallStats()
+    with pytest.raises(SwitchSilent, match="no packet from the switch"):
+        transport.run(make_round(2), stats)
+    assert stats.retransmissions >= 2
+    assert all(Header.unpack(f, 42).flags & P.Flag.RETX for f in link.sent[2:])
+
+
+def test_the_window_holds_back_chunk_c_plus_w_until_c_is_done():
+    sent_chunks = []
+
+    def answer(h):
+        sent_chunks.append(h.chunk)
+        return [reply(P.Op.RESULT, h.chunk, h.chunk)]
+
+    transport = Transport(ScriptedLink(answer), 1, 0, slots=2)
+    rnd = make_round(6)
+    transport.run(rnd, CallStats())
+    assert sorted(sent_chunks) == list(range(6))
+    assert rnd.sums[:, 0].tolist() == list(range(6))
+
+
+def test_results_for_future_chunks_are_kept_until_their_round():
+    """A result can precede our contribution (fan-in below n): it is used when we get there."""
+    early = reply(P.Op.RESULT, 5, 42, bitmap=0b110, count=2)
+    first = {0: [reply(P.Op.RESULT, 0, 1), early]}
+    transport = Transport(ScriptedLink(lambda h: first.pop(h.chunk, [])), 1, 0, slots=4)
+    transport.run(make_round(1, base=0), CallStats())
+    rnd = make_round(2, base=4)
+    link = transport.link
+    link.answer = lambda h: [reply(P.Op.RESULT, h.chunk, 7)] if h.chunk == 4 else []
+    transport.run(rnd, CallStats())
+    assert rnd.sums[:, 0].tolist() == [7, 42] and rnd.bitmaps[1] == 0b110
+
+
+def test_rto_follows_rfc6298_and_clips_peer_waits():
+    rto = RtoEstimator(initial=1.0, minimum=0.001, maximum=10.0)
+    assert rto.rto == 1.0
+    rto.sample(0.1)
+    assert rto.srtt == pytest.approx(0.1) and rto.rttvar == pytest.approx(0.05)
+    assert rto.rto == pytest.approx(0.3)
+    rto.sample(0.1)
+    assert rto.rttvar == pytest.approx(0.0375)
+    rto.sample(5.0)  # a result that waited on a slow peer counts as at most 2 x srtt
+    assert rto.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 0.2)
+    assert rto.backoff(3) == pytest.approx(min(10.0, rto.rto * 8))

@@ -1,0 +1,193 @@
+"""The no-root topology: one switch process whose ports are UDP tunnels on loopback, and the
+workers of one or more jobs as local processes, each with a :class:`SwitchAggregator` on its own
+port. This is what the README's main job, the transport tests and the benchmarks run on.
+
+    with LocalCluster([local_job(1, n_workers=4)], run_dir="runs/demo") as cluster:
+        results = cluster.run_workers(my_fn, {1: [args0, args1, args2, args3]})
+
+``my_fn(aggregator, args)`` runs in worker process (job, worker) and returns a picklable value.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from control_plane.controller import Controller
+from control_plane.jobs import JobSpec, WorkerSpec
+from topologies.switch_process import EMBEDDED, SwitchProcess, free_tcp_port, udp_ports
+
+SWITCH_MAC = "02:00:00:00:00:fe"
+SWITCH_IP = "10.0.0.254"
+
+
+def local_job(job_id: int, n_workers: int, first_port: int = 1, slots: int = 64,
+              **kwargs) -> JobSpec:
+    """A job whose worker w sits on switch port first_port + w."""
+    workers = tuple(WorkerSpec(w, first_port + w, f"02:00:00:{job_id & 0xFF:02x}:00:{w + 1:02x}",
+                               f"10.{job_id & 0xFF}.0.{w + 1}") for w in range(n_workers))
+    return JobSpec(job_id, slots, workers, switch_mac=SWITCH_MAC, switch_ip=SWITCH_IP, **kwargs)
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """What a worker process needs to reach the switch and its peers."""
+
+    spec: JobSpec
+    worker: int
+    switch_udp: tuple[str, int]
+    dist_port: int | None  # torch.distributed rendezvous port of the job, if any
+    aggregator_options: dict
+    impairment: dict | None = None  # ImpairedLink options (duplicate, reorder, ...), if any
+
+
+class LocalCluster:
+    def __init__(self, jobs: list[JobSpec], run_dir: str | Path, binary: str = EMBEDDED,
+                 log_level: str = "warn"):
+        self.jobs = {spec.id: spec for spec in jobs}
+        ports = sorted({w.port for spec in jobs for w in spec.workers})
+        self.switch = SwitchProcess(udp_ports(ports), run_dir, binary=binary,
+                                    log_level=log_level)
+        self.controller = Controller(self.switch.grpc_address, ports)
+        self.run_dir = Path(run_dir)
+
+    def start(self) -> LocalCluster:
+        self.switch.start()
+        self.controller.connect()
+        self.controller.reconcile()
+        for spec in self.jobs.values():
+            self.controller.admit(spec)
+        return self
+
+    def stop(self) -> None:
+        self.controller.close()
+        self.switch.stop()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def restart_switch(self) -> None:
+        """Restart the switch process and restore every job through reconciliation."""
+        self.switch.restart()
+        self.controller.connect()
+        self.controller.reconcile()
+
+    def contexts(self, job_id: int, distributed: bool = False, impairment: dict | None = None,
+                 **aggregator_options) -> list[WorkerContext]:
+        spec = self.jobs[job_id]
+        dist_port = free_tcp_port() if distributed else None
+        return [WorkerContext(spec, w.id, self.switch.udp_ports[w.port], dist_port,
+                              aggregator_options, impairment) for w in spec.workers]
+
+    def start_workers(self, fn, args: dict[int, list], distributed: bool = False,
+                      impairment: dict | None = None, **aggregator_options) -> WorkerGroup:
+        """Start one process per worker of each job in ``args`` (job id -> one argument per
+        worker); ``distributed`` gives each job a gloo process group and a fallback;
+        ``impairment`` duplicates and reorders frames on every worker's link."""
+        ctx = multiprocessing.get_context("spawn")
+        results = ctx.Queue()
+        procs = []
+        for job_id, per_worker in args.items():
+            contexts = self.contexts(job_id, distributed, impairment, **aggregator_options)
+            if len(per_worker) != len(contexts):
+                raise ValueError(f"job {job_id} has {len(contexts)} workers, got "
+                                 f"{len(per_worker)} arguments")
+            for wctx, arg in zip(contexts, per_worker, strict=True):
+                p = ctx.Process(target=_worker_main, args=(fn, wctx, arg, results),
+                                name=f"job{job_id}-w{wctx.worker}", daemon=True)
+                p.start()
+                procs.append(((job_id, wctx.worker), p))
+        return WorkerGroup(procs, results)
+
+    def run_workers(self, fn, args: dict[int, list], timeout: float = 600.0,
+                    distributed: bool = False, impairment: dict | None = None,
+                    **aggregator_options) -> dict:
+        """Run workers to completion; {(job, worker): return value}."""
+        return self.start_workers(fn, args, distributed, impairment,
+                                  **aggregator_options).join(timeout)
+
+
+class WorkerFailed(RuntimeError):
+    pass
+
+
+class WorkerGroup:
+    """Worker processes started by :meth:`LocalCluster.start_workers`."""
+
+    def __init__(self, procs, results):
+        self.procs = procs
+        self.results = results
+
+    def join(self, timeout: float) -> dict:
+        """Every worker's return value; raises WorkerFailed with the tracebacks of failed
+        workers, or if one dies without a word or the time runs out."""
+        deadline = time.monotonic() + timeout
+        out, errors = {}, []
+        pending = {key for key, _ in self.procs}
+        while pending:
+            try:
+                key, ok, value = self.results.get(
+                    timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise WorkerFailed(f"workers {sorted(pending)} did not finish within "
+                                       f"{timeout} s") from None
+                crashed = [(k, p.exitcode) for k, p in self.procs
+                           if k in pending and p.exitcode not in (None, 0)]
+                if crashed:
+                    self.kill()
+                    raise WorkerFailed(f"workers died without reporting: {crashed}") from None
+                continue
+            pending.discard(key)
+            if ok:
+                out[key] = value
+            else:
+                errors.append(f"worker {key}:\n{value}")
+        for _, p in self.procs:
+            p.join(timeout=10)
+        if errors:
+            raise WorkerFailed("\n".join(errors))
+        return out
+
+    def kill(self) -> None:
+        for _, p in self.procs:
+            if p.is_alive():
+                p.kill()
+
+
+def _worker_main(fn, ctx: WorkerContext, arg, results) -> None:
+    key = (ctx.spec.id, ctx.worker)
+    try:
+        results.put((key, True, fn(_aggregator(ctx), arg)))
+    except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
+        results.put((key, False, traceback.format_exc()))
+
+
+def _aggregator(ctx: WorkerContext):
+    from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+    from host_lib.links import ImpairedLink, UdpTunnelLink
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    fallback = None
+    if ctx.dist_port is not None:
+        import torch.distributed as dist
+
+        from host_lib.fallback import FallbackGroup
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{ctx.dist_port}",
+                                rank=ctx.worker, world_size=len(ctx.spec.workers))
+        fallback = FallbackGroup(dist.group.WORLD)
+    config = AggregatorConfig.from_spec(ctx.spec, ctx.worker, **ctx.aggregator_options)
+    link = UdpTunnelLink(ctx.switch_udp)
+    if ctx.impairment:
+        link = ImpairedLink(link, seed=ctx.worker, **ctx.impairment)
+    return SwitchAggregator(config, link, fallback)
+
