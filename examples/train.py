@@ -8,8 +8,6 @@ Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl`` (com
 communication time, loss, test accuracy where evaluated); rank 0 shows a progress bar.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os
@@ -52,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def sum_hook(group, bucket: dist.GradBucket) -> torch.futures.Future:
+def sum_hook(group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """gloo allreduce that sums (the loss is already divided by the global batch)."""
     return dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future().then(
         lambda fut: fut.value()[0])
@@ -121,7 +119,8 @@ def main(argv=None) -> None:
         elapsed = time.perf_counter() - t0
         record = {"it": it, "rank": rank, "t": time.perf_counter() - start, "iter_s": elapsed,
                   "compute_s": compute, "comm_s": elapsed - compute, "slowdown": factor,
-                  "samples": len(mine), "loss": float(loss) * args.global_batch / len(mine)}
+                  "samples": len(mine),
+                  "loss": float(loss.detach()) * args.global_batch / max(1, len(mine))}
         if state is not None:
             calls = state.drain_stats()
             record["fallback"] = sum(1 for c in calls if c.fallback)

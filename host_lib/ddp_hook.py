@@ -1,5 +1,8 @@
 """A DDP communication hook that aggregates gradient buckets in the switch.
 
+(No ``from __future__ import annotations`` here: DDP compares the hook's annotations with
+the real ``dist.GradBucket`` and ``Future[Tensor]`` types.)
+
 In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
 
     state = SaAtpHookState(aggregator)
@@ -11,8 +14,6 @@ loops that scale the loss by the global batch themselves). CUDA buckets are stag
 pinned host memory. A failed switch path falls back to gloo inside the aggregator (see
 :mod:`host_lib.fallback`), so the future always carries the right values or an exception.
 """
-
-from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ class SaAtpHookState:
         return out
 
 
-def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket) -> torch.futures.Future:
+def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
+                ) -> torch.futures.Future[torch.Tensor]:
     tensor = bucket.buffer()
     host = state.staging(bucket.index(), tensor)
     pending = state.aggregator.allreduce_async(host.numpy(), average=state.average,
