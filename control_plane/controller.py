@@ -53,12 +53,14 @@ class DesiredState:
     ports: tuple[int, ...] = ()
     hosts: dict[str, int] = field(default_factory=dict)  # static MAC -> port
     allocator: Allocator = field(default_factory=Allocator)
+    transit_jobs: set[int] = field(default_factory=set)  # aggregated by another switch
     ingress_loss: dict = field(default_factory=lambda: {"default": 0.0, "ports": {}})
     egress_loss: dict = field(default_factory=lambda: {"default": 0.0, "ports": {}})
 
     def to_json(self) -> str:
         return json.dumps({
             "ports": list(self.ports), "hosts": self.hosts,
+            "transit_jobs": sorted(self.transit_jobs),
             "jobs": [j.to_dict() for j in self.allocator.jobs.values()],
             "ingress_loss": self.ingress_loss, "egress_loss": self.egress_loss}, indent=1)
 
@@ -66,6 +68,7 @@ class DesiredState:
     def from_json(cls, text: str) -> DesiredState:
         d = json.loads(text)
         state = cls(ports=tuple(d["ports"]), hosts=d["hosts"],
+                    transit_jobs=set(d.get("transit_jobs", ())),
                     ingress_loss=_loss_from_json(d["ingress_loss"]),
                     egress_loss=_loss_from_json(d["egress_loss"]))
         for job in d["jobs"]:
@@ -139,6 +142,8 @@ class Controller:
         """Validate, allocate, then install a job: the aggregators of its range are cleared
         before its jobs entry, written last, lets its packets in."""
         spec.validate(known_ports=set(self.desired.ports))
+        if spec.id in self.desired.transit_jobs:
+            raise SpecError(f"job {spec.id} is marked transit on this switch")
         job = self.desired.allocator.allocate(spec)
         self._check_hosts(job)
         conn = self._connection()
@@ -152,6 +157,23 @@ class Controller:
         log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
                  job.slot_base + spec.slots - 1, len(spec.workers))
         return job
+
+    def add_transit(self, job_id: int) -> None:
+        """Forward job ``job_id``'s packets instead of aggregating them (the job is aggregated
+        by another switch, e.g. the spine of a two-level topology)."""
+        if job_id in self.jobs:
+            raise SpecError(f"job {job_id} is aggregated here; remove it first")
+        if job_id not in self.desired.transit_jobs:
+            self._connection().write([_insert(self.admission.transit_entry(job_id),
+                                              self._p4info)])
+            self.desired.transit_jobs.add(job_id)
+
+    def add_host(self, mac: str, port: int) -> None:
+        """Forward frames for ``mac`` to ``port`` (hosts that are not workers of a job here)."""
+        if port not in self.desired.ports:
+            raise SpecError(f"port {port} is not a port of the switch")
+        self.desired.hosts[mac_str(mac_bytes(mac))] = port
+        self._sync_tables(self.l2.tables, self._desired_entries())
 
     def remove(self, job_id: int) -> None:
         """Stop a job's packets first (its jobs entry), then delete the rest and clear its
@@ -201,8 +223,8 @@ class Controller:
 
     def read_jobs(self) -> dict[int, JobConfig]:
         """The jobs table as the switch holds it."""
-        return {c.job_id: c for c in map(self.admission.decode_job,
-                                          self.read_entries(self.admission.jobs_table))}
+        configs = map(self.admission.decode_job, self.read_entries(self.admission.jobs_table))
+        return {c.job_id: c for c in configs if c is not None}
 
     def read_entries(self, table: str) -> list[TableEntry]:
         """A table's entries as the switch holds them, without its default entry."""
@@ -316,6 +338,7 @@ class Controller:
 
     def _desired_entries(self) -> list[TableEntry]:
         entries = list(self._host_entries())
+        entries += [self.admission.transit_entry(j) for j in sorted(self.desired.transit_jobs)]
         for job in self.jobs.values():
             entries.append(self.admission.job_entry(job))
             entries += self.admission.worker_entries(job)

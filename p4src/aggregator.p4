@@ -99,6 +99,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         hdr.udp.src_port = SA_ATP_UDP_PORT;
         hdr.udp.checksum = 0;
         sm.mcast_grp = meta.job_group;
+        meta.to_job = 1;
     }
 
     action bounce(bit<8> reason) {

@@ -1,10 +1,12 @@
 /* Job isolation and anti-spoofing (docs/protocol.md §6): which job a packet belongs to, whether
  * its sender is a registered worker of that job on the right port with the right addresses, and
- * whether its slot lies in the job's range. */
+ * whether its slot lies in the job's range. A job aggregated by another switch is marked transit
+ * here: its packets are forwarded like any other traffic. */
 #ifndef SA_ATP_JOB_ADMISSION_P4
 #define SA_ATP_JOB_ADMISSION_P4
 
-control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metadata_t sm) {
+control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metadata_t sm,
+                     in bool host_op) {
     action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<8> fan_in,
                    bit<32> expected, bit<16> group, bit<1> inband_fanin) {
         meta.job_index = job_index;
@@ -16,10 +18,15 @@ control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metada
         meta.inband_fanin = inband_fanin;
     }
 
-    /* One entry per admitted job: its slot range, membership and multicast group. */
+    action transit() {
+        meta.transit = 1;
+    }
+
+    /* One entry per admitted job (its slot range, membership and multicast group), or per job
+     * that only passes through this switch. */
     table jobs {
         key = { hdr.sa.job: exact; }
-        actions = { set_job; NoAction; }
+        actions = { set_job; transit; NoAction; }
         default_action = NoAction();
         size = MAX_JOBS;
     }
@@ -45,6 +52,10 @@ control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metada
     apply {
         if (!jobs.apply().hit) {
             meta.drop_reason = DROP_UNKNOWN_JOB;
+        } else if (meta.transit == 1) {
+            /* aggregated elsewhere: nothing to check here */
+        } else if (!host_op) {
+            meta.drop_reason = DROP_BAD_OP;
         } else if (!workers.apply().hit) {
             meta.drop_reason = DROP_UNREGISTERED;
         } else if (hdr.sa.slot >= meta.num_slots) {

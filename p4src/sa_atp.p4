@@ -37,23 +37,26 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
             }
         } else if (!hdr.sa.isValid()) {
             use_l2 = true;
-        } else if (rx_op != OP_DATA && rx_op != OP_TAKEOVER && rx_op != OP_HELPER_DATA
-                   && rx_op != OP_HELPER_RESULT) {
-            meta.drop_reason = DROP_BAD_OP;
         } else {
-            admission.apply(hdr, meta, sm);
-            if (meta.drop_reason == DROP_NONE) {
-                bool lost;
-                drop_sim.apply(sm.ingress_port, lost);
-                if (lost) {
-                    meta.drop_reason = DROP_SIM;
+            bool host_op = rx_op == OP_DATA || rx_op == OP_TAKEOVER || rx_op == OP_HELPER_DATA
+                           || rx_op == OP_HELPER_RESULT;
+            admission.apply(hdr, meta, sm, host_op);
+            if (meta.transit == 1) {
+                use_l2 = true;   /* aggregated by another switch */
+            } else {
+                if (meta.drop_reason == DROP_NONE) {
+                    bool lost;
+                    drop_sim.apply(sm.ingress_port, lost);
+                    if (lost) {
+                        meta.drop_reason = DROP_SIM;
+                    }
                 }
-            }
-            if (meta.drop_reason == DROP_NONE) {
-                if (rx_op == OP_HELPER_DATA) {
-                    use_l2 = true;
-                } else {
-                    aggregator.apply(hdr, meta, sm);
+                if (meta.drop_reason == DROP_NONE) {
+                    if (rx_op == OP_HELPER_DATA) {
+                        use_l2 = true;
+                    } else {
+                        aggregator.apply(hdr, meta, sm);
+                    }
                 }
             }
         }
@@ -71,15 +74,19 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
     PacketStats() stats;
 
     apply {
-        bit<4> tx_op = 0;
         if (sm.egress_port == CPU_PORT) {
             return;   /* management reply: no rewrite, no loss, not counted */
         }
-        if (hdr.sa.isValid()) {
-            tx_op = hdr.sa.op;
-            if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {
+        if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {
+            if (meta.to_job == 1) {
                 replica_rewrite.apply(hdr, meta, sm);
+            } else if (sm.egress_port == sm.ingress_port) {
+                mark_to_drop(sm);   /* never flood a frame back out of the port it came in on */
             }
+        }
+        bit<4> tx_op = 0;
+        if (hdr.sa.isValid() && meta.transit == 0) {
+            tx_op = hdr.sa.op;
             if (meta.drop_reason == DROP_NONE) {
                 bool lost;
                 drop_sim.apply(sm.egress_port, lost);
@@ -87,8 +94,6 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
                     meta.drop_reason = DROP_SIM;
                 }
             }
-        } else if (sm.instance_type == INSTANCE_TYPE_REPLICATION && sm.egress_port == sm.ingress_port) {
-            mark_to_drop(sm);   /* never flood a frame back out of the port it came in on */
         }
         stats.apply(meta.job_index, tx_op, meta.drop_reason, sm);
     }

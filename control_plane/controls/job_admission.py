@@ -29,6 +29,7 @@ class JobAdmission:
         self.workers_table = f"{path}.workers"
         self.set_job = f"{path}.set_job"
         self.set_worker = f"{path}.set_worker"
+        self.transit = f"{path}.transit"
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -41,6 +42,10 @@ class JobAdmission:
             "fan_in": spec.effective_fan_in, "expected": spec.effective_expected,
             "group": job.group, "inband_fanin": int(spec.inband_fanin)})
 
+    def transit_entry(self, job_id: int) -> TableEntry:
+        """A job aggregated by another switch: this one forwards its packets."""
+        return TableEntry.make(self.jobs_table, {"hdr.sa.job": job_id}, self.transit)
+
     def worker_entries(self, job: AdmittedJob) -> list[TableEntry]:
         return [TableEntry.make(self.workers_table, {
             "hdr.sa.job": job.spec.id, "hdr.sa.worker": w.id, "sm.ingress_port": w.port,
@@ -48,7 +53,10 @@ class JobAdmission:
             "hdr.ipv4.src_addr": int.from_bytes(Endpoint(w.mac, w.ip).ip_raw, "big"),
         }, self.set_worker, {"worker_bit": w.bit}) for w in job.spec.workers]
 
-    def decode_job(self, entry: TableEntry) -> JobConfig:
+    def decode_job(self, entry: TableEntry) -> JobConfig | None:
+        """The job an entry admits, or None for a transit entry."""
+        if entry.action == self.transit:
+            return None
         params = dict(entry.params)
         return JobConfig(job_id=dict(entry.match)["hdr.sa.job"], job_index=params["job_index"],
                          slot_base=params["slot_base"], num_slots=params["num_slots"],

@@ -92,6 +92,8 @@ struct metadata_t {
     bit<16> job_group;     /* multicast group of the job's workers */
     bit<1>  inband_fanin;  /* the job accepts hdr.sa.fanin */
     bit<32> worker_bit;    /* 1 << hdr.sa.worker, from the workers table */
+    bit<1>  transit;       /* the job is aggregated by another switch: just forward */
+    bit<1>  to_job;        /* multicast to the job's workers (not a flood) */
 }
 
 #endif

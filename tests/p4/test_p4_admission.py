@@ -114,7 +114,7 @@ def test_ops_only_the_switch_may_send_are_dropped(target, controller, op):
     buf = bytearray(job.frame(0, P.Op.DATA, 0, ONES))
     buf[42] = (P.VERSION << 4) | op
     assert target.send(1, bytes(buf)) == []
-    assert drops(controller)["BAD_OP"] == 1
+    assert drops(controller, job.spec.id)["BAD_OP"] == 1
 
 
 def test_fan_in_change_takes_effect_on_the_next_packet(target, controller):
@@ -211,3 +211,20 @@ def test_counters_follow_the_traffic(target, controller):
     assert c["ingress"]["packets"] == {"DATA": 3, "TAKEOVER": 1}
     assert c["egress"]["packets"] == {"BOUNCE": 1, "RESULT": 3}
     assert c["ingress"]["drops"] == {} and c["evictions"] == 0
+
+
+def test_transit_jobs_are_forwarded_not_aggregated(target, controller):
+    """On a switch that does not aggregate a job (the leaf of a two-level topology), any of its
+    packets, results included, is forwarded by destination MAC and touches no aggregator."""
+    job = Job(job_spec(12, 2), target)
+    controller.add_transit(12)
+    controller.add_host(job.endpoint(1).mac, 2)
+    uplink = 8
+    spine = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+    controller.add_host(spine.mac, uplink)
+    [(port, out)] = job.data(0, 0, ONES)
+    assert port == uplink and out.header.op == P.Op.DATA
+    result = job.frame(0, P.Op.RESULT, 0, ONES, dst=job.endpoint(1))
+    [(port, out)] = target.send(uplink, result)
+    assert port == 2 and out == result
+    assert drops(controller) == {} and controller.read_jobs() == {}
