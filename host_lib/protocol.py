@@ -44,9 +44,10 @@ class Flag(enum.IntFlag):
     RETX = 0x02
     COPY = 0x04
     HELPER = 0x08
+    PROBE = 0x10
 
 
-KNOWN_FLAGS = int(Flag.SET | Flag.RETX | Flag.COPY | Flag.HELPER)
+KNOWN_FLAGS = int(Flag.SET | Flag.RETX | Flag.COPY | Flag.HELPER | Flag.PROBE)
 
 
 class Bounce(enum.IntEnum):

@@ -26,7 +26,7 @@ from host_lib import protocol as P
 
 _OPS = {op.value: op.name for op in P.Op}
 _REASONS = {r.value: r.name for r in P.Bounce}
-_FLAG_NAMES = ["SET", "RETX", "COPY", "HELPER", "R4", "R5", "R6", "R7"]
+_FLAG_NAMES = ["SET", "RETX", "COPY", "HELPER", "PROBE", "R5", "R6", "R7"]
 
 
 class SaAtp(Packet):

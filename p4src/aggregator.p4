@@ -171,6 +171,22 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 lane_op = LANES_LOAD;
             }
             response = RESPOND_CONTROLLER;
+        } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
+            /* A probe asks about the chunk without contributing (a worker that sits out). */
+            response = RESPOND_BOUNCE;
+            if (held && state == SLOT_COMPLETE) {
+                lane_op = LANES_LOAD;
+                response = RESPOND_COPY;
+            } else if (held && state == SLOT_TAKEN) {
+                hdr.sa.worker = helper;
+                bounce_reason = BOUNCE_TAKEN;
+            } else if (held) {
+                bounce_reason = BOUNCE_PENDING;
+            } else if (newer) {
+                bounce_reason = BOUNCE_NOT_HELD;
+            } else {
+                bounce_reason = BOUNCE_STALE;
+            }
         } else if (hdr.sa.op == OP_DATA) {
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;

@@ -22,6 +22,7 @@ const bit<8> FLAG_SET    = 0x01;
 const bit<8> FLAG_RETX   = 0x02;
 const bit<8> FLAG_COPY   = 0x04;
 const bit<8> FLAG_HELPER = 0x08;
+const bit<8> FLAG_PROBE  = 0x10;   /* DATA that asks about a chunk without contributing */
 
 /* Bounce reasons (hdr.sa.reason). */
 const bit<8> BOUNCE_PENDING        = 1;

@@ -7,6 +7,8 @@ from conftest import Job, assert_result_to_all, job_spec, random_lanes, wrapping
 
 from host_lib import protocol as P
 
+ONES = np.ones(P.LANES, np.int32)
+
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
 def test_each_chunk_is_the_numpy_sum_multicast_once_to_every_worker(target, controller, n):
@@ -143,3 +145,23 @@ def test_two_jobs_at_once_have_no_cross_talk(target, controller):
     assert_result_to_all(a, outs_a, 0, wrapping_sum(la), 0b111, 3)
     assert_result_to_all(b, outs_b, 0, wrapping_sum(lb), 0b11, 2)
     assert {f.dst.ip for _, f in outs_a}.isdisjoint({f.dst.ip for _, f in outs_b})
+
+
+def test_a_probe_reports_without_contributing(target, controller):
+    W = 2
+    job = Job(job_spec(1, 3, slots=W), target)
+    controller.admit(job.spec)
+    [(_, b)] = job.data(2, 0, ONES, flags=P.Flag.PROBE)
+    assert b.header.op == P.Op.BOUNCE and b.header.reason == P.Bounce.NOT_HELD
+    job.data(0, 0, ONES)
+    [(_, b)] = job.data(2, 0, 5 * ONES, flags=P.Flag.PROBE)
+    assert b.header.reason == P.Bounce.PENDING and b.header.bitmap == 0b001
+    job.data(1, 0, ONES)
+    controller.set_membership(1, fan_in=2, expected=0b011)
+    job.data(0, 0, ONES)  # the duplicate completes the chunk under the new fan-in
+    [(_, copy)] = job.data(2, 0, 5 * ONES, flags=P.Flag.PROBE)  # excluded, but may ask
+    assert copy.header.flags & P.Flag.COPY and copy.header.bitmap == 0b011
+    np.testing.assert_array_equal(copy.lanes, 2 * ONES)
+    job.data(0, 2 * W, ONES)
+    [(_, b)] = job.data(2, 0, ONES, flags=P.Flag.PROBE)
+    assert b.header.reason == P.Bounce.STALE
