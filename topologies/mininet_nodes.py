@@ -98,5 +98,5 @@ class Ipv4OnlyHost(Host):
 
     def __init__(self, name, **params):
         super().__init__(name, **params)
-        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1")
+        for conf in ("all", "default"):  # /proc/sys/net is the namespace's own
+            self.cmd(f"echo 1 > /proc/sys/net/ipv6/conf/{conf}/disable_ipv6")
