@@ -60,8 +60,9 @@ class P4RuntimeSwitch(Switch):
 
     def addIntf(self, intf, port=None, **kwargs):
         super().addIntf(intf, port=port, **kwargs)
-        if intf.name != "lo":  # the interface is still down here: it never gets IPv6
-            Path(f"/proc/sys/net/ipv6/conf/{intf.name}/disable_ipv6").write_text("1\n")
+        conf = Path(f"/proc/sys/net/ipv6/conf/{intf.name}/disable_ipv6")
+        if intf.name != "lo" and conf.exists():  # still down here: it never gets IPv6
+            conf.write_text("1\n")
 
     def start(self, controllers) -> None:
         self.process = _MininetSwitchProcess(self.data_ports(), self.run_dir, binary=self.binary,
