@@ -159,6 +159,7 @@ def test_star_exact_sums_with_and_without_loss(tmp_path, target):
         clean = cluster.run_allreduces(calls)
         check_exact(clean, calls)
         assert "SIM" not in clean.counters["ingress"].get("drops", {})
+        assert sum(s["repairs"] for w in clean.stats for s in clean.stats[w]) > 0
 
         cluster.set_loss(0.02)
         calls = make_calls(2, 4)
@@ -181,7 +182,7 @@ def test_leaf_spine_exact_sums_aggregated_at_the_spine(tmp_path, target):
         run = cluster.run_allreduces(calls)
         check_exact(run, calls)
         chunks = sum(-(-len(x) // P.LANES) for x in calls[0])
-        # The spine aggregated every chunk once and multicast one result per worker...
+        # The spine got every worker's chunks and sent every worker its results...
         assert run.counters["ingress"]["packets"]["DATA"] >= 4 * chunks
         assert run.counters["egress"]["packets"]["RESULT"] >= 4 * chunks
         # ...and each leaf only forwarded the job (transit: counted as matching no job).
