@@ -73,7 +73,7 @@ def switch_hook(args, rank: int):
         host, port = ports[str(spec.worker(rank).port)]
         link = UdpTunnelLink((host, port))
     aggregator = SwitchAggregator(config, link, FallbackGroup.create())
-    return SaAtpHookState(aggregator, average=False)
+    return SaAtpHookState(aggregator)
 
 
 def main(argv=None) -> None:
@@ -135,9 +135,9 @@ def main(argv=None) -> None:
     log.close()
     if progress is not None:
         progress.close()
+    dist.barrier()  # nobody stops answering peers while one still finishes
     if state is not None:
         state.aggregator.close()
-    dist.barrier()
     dist.destroy_process_group()
 
 

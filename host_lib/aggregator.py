@@ -2,15 +2,18 @@
 
     agg = SwitchAggregator(AggregatorConfig.from_spec(spec, worker_id), link, fallback_group=pg)
     total = agg.allreduce(grad)                      # float32: quantized, exact integer sum
-    mean = agg.allreduce(grad, average=True)
+    mean = agg.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
     counts = agg.allreduce_int(np.array([...], np.int32))
     fut = agg.allreduce_async(grad)                  # concurrent.futures.Future
 
 Calls run one after another on the aggregator's I/O thread, in the order they were made, so
-every worker walks the same chunk ids. A float32 call quantizes with the agreed per-block scales
+every worker walks the same chunk ids; between calls the thread keeps answering peers for which
+this worker is a helper. A float32 call quantizes with the agreed per-block scales
 (docs/protocol.md §5), streams the blocks through the switch, repairs any block a worker had to
-clip, and dequantizes. If the switch falls silent and a fallback process group is given, the
-workers agree with one small collective, and all of them complete that call through gloo.
+clip, and dequantizes. A :class:`~host_lib.takeover.RoundPlan` says how this worker takes part
+(sits out, in-band fan-in, slot takeover by helpers). If the switch falls silent and a fallback
+process group is given, the workers agree with one small collective and all of them complete
+that call through gloo.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from host_lib import protocol as P
 from host_lib.codec import Endpoint, FrameBatch
 from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
 from host_lib.rto import RtoEstimator
+from host_lib.takeover import RoundPlan
 from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
 
 if TYPE_CHECKING:
     from host_lib.fallback import FallbackGroup
 
 log = logging.getLogger(__name__)
+
+_IDLE_POLL = 0.02  # seconds between looks at the link while no call is queued
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class AggregatorConfig:
     slots: int  # the job's window W
     local: Endpoint  # this worker's MAC, IP and UDP port
     switch: Endpoint  # the address workers send to
+    peers: dict[int, Endpoint] = field(default_factory=dict)  # every worker, for helpers
     silence_timeout: float = 5.0
     initial_rto: float = 0.05
     quantizer_threads: int = 1
@@ -53,33 +60,38 @@ class AggregatorConfig:
     def from_spec(cls, spec, worker_id: int, **overrides) -> AggregatorConfig:
         """Configuration of one worker of a control_plane.jobs.JobSpec."""
         w = spec.worker(worker_id)
+        peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
         return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.slots,
-                   local=Endpoint(w.mac, w.ip, w.udp_port),
-                   switch=Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT), **overrides)
+                   local=peers[w.id], switch=Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT),
+                   peers=peers, **overrides)
 
 
 @dataclass
 class _Call:
     values: np.ndarray
     quantized: bool
-    average: bool
+    weights: np.ndarray | None  # per worker: divide each block by the weights summed in it
     tag: object
+    plan: RoundPlan
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
 class SwitchAggregator:
-    def __init__(self, config: AggregatorConfig, link, fallback_group: FallbackGroup | None = None):
+    def __init__(self, config: AggregatorConfig, link,
+                 fallback_group: FallbackGroup | None = None):
         self.config = config
         self.link = link
         self.fallback = fallback_group
-        self.transport = Transport(link, config.job, config.worker, config.slots,
+        self.transport = Transport(link, config.job, config.worker, config.slots, config.local,
+                                   config.switch, config.peers,
                                    RtoEstimator(initial=config.initial_rto),
-                                   config.silence_timeout)
+                                   config.silence_timeout, config.n_workers)
         self.quantizer = BlockQuantizer(config.n_workers, threads=config.quantizer_threads)
         self.frames = FrameBatch(config.local, config.switch)
         self.next_chunk = 0
         self.history: dict[object, np.ndarray] = {}  # tag -> last result exponents per block
         self.last_stats: CallStats | None = None
+        self._linger = 0.0
         self._calls: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._serve, name=f"sa-atp-job{config.job}",
                                         daemon=True)
@@ -87,15 +99,18 @@ class SwitchAggregator:
 
     # -- API --------------------------------------------------------------------------------
 
-    def allreduce(self, values, average: bool = False, tag=None) -> np.ndarray:
-        """Sum (or mean) of a float32 array over the job's workers; blocks."""
-        return self.allreduce_async(values, average, tag).result()[0]
+    def allreduce(self, values, weights=None, tag=None, plan: RoundPlan | None = None
+                  ) -> np.ndarray:
+        """Sum of a float32 array over the job's workers; blocks. With ``weights`` (one per
+        worker), each block is divided by the total weight of the workers summed in it (so
+        ``[1] * n`` averages, and sample counts give the mean over the samples summed)."""
+        return self.allreduce_async(values, weights, tag, plan).result()[0]
 
-    def allreduce_int(self, values) -> np.ndarray:
+    def allreduce_int(self, values, plan: RoundPlan | None = None) -> np.ndarray:
         """Exact int32 sum over the job's workers (wraps modulo 2^32 like any int32 sum)."""
-        return self.allreduce_int_async(values).result()[0]
+        return self.allreduce_int_async(values, plan).result()[0]
 
-    def allreduce_async(self, values, average: bool = False, tag=None
+    def allreduce_async(self, values, weights=None, tag=None, plan: RoundPlan | None = None
                         ) -> concurrent.futures.Future:
         """Future of (result, CallStats). ``tag`` names the tensor so that its quantization
         scales are predicted from its previous result (default: its length)."""
@@ -103,18 +118,28 @@ class SwitchAggregator:
         if values.dtype != np.float32:
             raise TypeError(f"allreduce takes float32 (use allreduce_int for int32), got "
                             f"{values.dtype}")
-        return self._submit(_Call(values.reshape(-1), True, average,
-                                  ("len", values.size) if tag is None else tag))
+        if weights is not None:
+            weights = np.asarray(weights, np.float64)
+            if weights.shape != (self.config.n_workers,):
+                raise ValueError(f"need one weight per worker ({self.config.n_workers}), got "
+                                 f"shape {weights.shape}")
+        return self._submit(_Call(values.reshape(-1), True, weights,
+                                  ("len", values.size) if tag is None else tag,
+                                  plan or RoundPlan()))
 
-    def allreduce_int_async(self, values) -> concurrent.futures.Future:
+    def allreduce_int_async(self, values, plan: RoundPlan | None = None
+                            ) -> concurrent.futures.Future:
         values = np.asarray(values)
         if values.dtype != np.int32:
             raise TypeError(f"allreduce_int takes int32, got {values.dtype}")
-        return self._submit(_Call(values.reshape(-1), False, False, None))
+        return self._submit(_Call(values.reshape(-1), False, None, None, plan or RoundPlan()))
 
-    def close(self) -> None:
+    def close(self, linger: float = 0.2) -> None:
+        """Stop after the queued calls, first answering peers until the link has been quiet
+        for ``linger`` seconds (they may still need a result this worker holds)."""
+        self._linger = linger
         self._calls.put(None)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=linger + 10)
         self.link.close()
 
     def __enter__(self) -> SwitchAggregator:
@@ -132,7 +157,15 @@ class SwitchAggregator:
         return call.future
 
     def _serve(self) -> None:
-        while (call := self._calls.get()) is not None:
+        while True:
+            try:
+                call = self._calls.get_nowait()
+            except queue.Empty:
+                self.transport.serve_idle(_IDLE_POLL)  # helper duties between calls
+                continue
+            if call is None:
+                self.transport.linger(self._linger, limit=self._linger + 5)
+                return
             if not call.future.set_running_or_notify_cancel():
                 continue
             try:
@@ -158,16 +191,26 @@ class SwitchAggregator:
                 log.warning("job %d: call at chunk %d completed through gloo: %s",
                             self.config.job, base, reason)
                 self.history.pop(call.tag, None)
-                result = self.fallback.allreduce(call.values, call.average, self.config.n_workers)
+                result = self.fallback.allreduce(call.values, self._fallback_divisor(call),
+                                                 call.plan.contribute)
         elif failure is not None:
             raise failure
         stats.elapsed_s = time.perf_counter() - started
         self.last_stats = stats
         return result, stats
 
+    def _fallback_divisor(self, call: _Call) -> float:
+        """gloo sums every worker (a worker that sits out adds zeros): the divisor is the
+        weight of the workers the plan expected to contribute."""
+        if call.weights is None:
+            return 1.0
+        expected = call.plan.expected or (1 << self.config.n_workers) - 1
+        return float(sum(w for i, w in enumerate(call.weights) if expected >> i & 1))
+
     # -- the switch path ----------------------------------------------------------------------
 
-    def _round(self, lanes: np.ndarray, scales, exps, stats: CallStats) -> Round:
+    def _round(self, lanes: np.ndarray, scales, exps, plan: RoundPlan, stats: CallStats
+               ) -> Round:
         """Frames for the next ``len(lanes)`` chunk ids, pushed through the switch."""
         n = len(lanes)
         chunks = (self.next_chunk + np.arange(n, dtype=np.int64)) & 0xFFFFFFFF
@@ -175,8 +218,8 @@ class SwitchAggregator:
         sets = (chunks // self.config.slots) % 2
         frames = self.frames.encode(op=P.Op.DATA, job=self.config.job, worker=self.config.worker,
                                     slot=slots, chunk=chunks, flags=sets, scale=scales, exp=exps,
-                                    lanes=lanes)
-        rnd = Round(frames, self.next_chunk)
+                                    fanin=plan.fanin, lanes=lanes if plan.contribute else None)
+        rnd = Round(frames, self.next_chunk, plan)
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
         self.transport.run(rnd, stats)
         return rnd
@@ -185,7 +228,7 @@ class SwitchAggregator:
         nb = num_blocks(call.values.size)
         lanes = np.zeros((nb, P.LANES), np.int32)
         lanes.reshape(-1)[:call.values.size] = call.values
-        rnd = self._round(lanes, 0, 0, stats)
+        rnd = self._round(lanes, 0, 0, call.plan, stats)
         return rnd.sums.reshape(-1)[:call.values.size].copy()
 
     def _switch_quantized(self, call: _Call, stats: CallStats) -> np.ndarray:
@@ -193,8 +236,8 @@ class SwitchAggregator:
         nb = num_blocks(x.size)
         scales = predict_scales(self.history.get(call.tag), nb)
         lanes, exps = self.quantizer.quantize(x, scales)
-        rnd = self._round(lanes, scales, exps, stats)
-        sums, result_exps = rnd.sums, rnd.exps.copy()
+        rnd = self._round(lanes, scales, exps, call.plan, stats)
+        sums, result_exps, bitmaps = rnd.sums, rnd.exps.copy(), rnd.bitmaps.copy()
         clipped = np.nonzero((result_exps > scales) & (result_exps != P.EXP_NONFINITE))[0]
         if len(clipped):
             # Every worker sees the same results, so every worker repairs the same blocks, with
@@ -204,13 +247,22 @@ class SwitchAggregator:
             scales[clipped] = result_exps[clipped]
             repair_lanes, repair_exps = self.quantizer.quantize(
                 _blocks(x, clipped), scales[clipped])
-            repair = self._round(repair_lanes, scales[clipped], repair_exps, stats)
+            repair = self._round(repair_lanes, scales[clipped], repair_exps, call.plan, stats)
             sums = sums.copy()
             sums[clipped] = repair.sums
             result_exps[clipped] = repair.exps
+            bitmaps[clipped] = repair.bitmaps
         self.history[call.tag] = result_exps
-        divisor = self.config.n_workers if call.average else 1.0
-        return self.quantizer.dequantize(sums, scales, result_exps, x.size, divisor)
+        return self.quantizer.dequantize(sums, scales, result_exps, x.size,
+                                         self._divisors(call.weights, bitmaps))
+
+    def _divisors(self, weights: np.ndarray | None, bitmaps: np.ndarray) -> np.ndarray | float:
+        """Per block, the total weight of the workers whose contributions it sums."""
+        if weights is None:
+            return 1.0
+        bits = (bitmaps[:, None] >> np.arange(self.config.n_workers, dtype=np.uint32)) & 1
+        divisors = bits @ weights
+        return np.where(divisors > 0, divisors, 1.0)
 
 
 def _blocks(x: np.ndarray, indices: np.ndarray) -> np.ndarray:

@@ -5,12 +5,12 @@ the real ``dist.GradBucket`` and ``Future[Tensor]`` types.)
 
 In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
 
-    state = SaAtpHookState(aggregator)
+    state = SaAtpHookState(aggregator, weights=[1.0] * world_size)   # mean, as allreduce_hook
     ddp_model.register_comm_hook(state, sa_atp_hook)
 
 The hook hands each bucket to the aggregator's I/O thread and returns at once with a
 ``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
-loops that scale the loss by the global batch themselves). CUDA buckets are staged through
+loops that normalise the loss themselves). CUDA buckets are staged through
 pinned host memory. A failed switch path falls back to gloo inside the aggregator (see
 :mod:`host_lib.fallback`), so the future always carries the right values or an exception.
 """
@@ -22,13 +22,20 @@ import torch
 import torch.distributed as dist
 
 from host_lib.aggregator import SwitchAggregator
+from host_lib.takeover import RoundPlan
 from host_lib.transport import CallStats
 
 
 @dataclass
 class SaAtpHookState:
+    """The hook's state. ``weights`` (one per worker) turn the sum into a weighted mean: each
+    block is divided by the weights of the workers it sums; None leaves the plain sum, for
+    training loops that normalise the loss themselves. ``plan`` is how this worker takes part in
+    the current iteration (set per iteration by a straggler policy)."""
+
     aggregator: SwitchAggregator
-    average: bool = True  # False: sum, for losses already divided by the global batch size
+    weights: list[float] | None = None
+    plan: RoundPlan | None = None
     stats: list[CallStats] = field(default_factory=list)  # per bucket, since the last drain
     _pinned: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,8 +69,9 @@ def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
                 ) -> torch.futures.Future[torch.Tensor]:
     tensor = bucket.buffer()
     host = state.staging(bucket.index(), tensor)
-    pending = state.aggregator.allreduce_async(host.numpy(), average=state.average,
-                                               tag=("bucket", bucket.index(), tensor.numel()))
+    pending = state.aggregator.allreduce_async(host.numpy(), weights=state.weights,
+                                               tag=("bucket", bucket.index(), tensor.numel()),
+                                               plan=state.plan)
     future: torch.futures.Future = torch.futures.Future()
 
     def finish(done) -> None:

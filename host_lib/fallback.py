@@ -32,9 +32,12 @@ class FallbackGroup:
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.group)
         return bool(flags[0]), int(flags[1]) & 0xFFFFFFFF
 
-    def allreduce(self, values: np.ndarray, average: bool, n_workers: int) -> np.ndarray:
-        tensor = torch.from_numpy(values.copy())
+    def allreduce(self, values: np.ndarray, divisor: float = 1.0, contribute: bool = True
+                  ) -> np.ndarray:
+        """The sum over all workers (a worker that sits out adds zeros), divided by
+        ``divisor``."""
+        tensor = torch.from_numpy(values.copy() if contribute else np.zeros_like(values))
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
-        if average:
-            tensor /= n_workers
+        if divisor != 1.0:
+            tensor /= divisor
         return tensor.numpy()

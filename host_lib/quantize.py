@@ -98,8 +98,8 @@ def _quantize(x, xbits, scales, j, out, exps):
 
 
 @numba.njit(cache=True, nogil=True)
-def _dequantize(sums, scales, exps, j, divisor, out):
-    """out = sums * 2^(E-j) / divisor per block; NaN for blocks whose exponent is
+def _dequantize(sums, scales, exps, j, divisors, out):
+    """out = sums * 2^(E-j) / divisor, per block; NaN for blocks whose exponent is
     EXP_NONFINITE. out may be shorter than nblocks * LANES (the padding is dropped)."""
     n = out.shape[0]
     for b in range(sums.shape[0]):
@@ -110,7 +110,7 @@ def _dequantize(sums, scales, exps, j, divisor, out):
             for i in range(start, stop):
                 out[i] = np.nan
             continue
-        factor = math.ldexp(1.0, scales[b] - EXP_BIAS - j) / divisor
+        factor = math.ldexp(1.0, scales[b] - EXP_BIAS - j) / divisors[b]
         for i in range(stop - start):
             out[start + i] = np.float32(row[i] * factor)
 
@@ -126,12 +126,12 @@ def _quantize_parallel(x, xbits, scales, j, out, exps, parts):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _dequantize_parallel(sums, scales, exps, j, divisor, out, parts):
+def _dequantize_parallel(sums, scales, exps, j, divisors, out, parts):
     per = -(-sums.shape[0] // parts)
     for p in numba.prange(parts):
         lo, hi = p * per, min(sums.shape[0], (p + 1) * per)
         if lo < hi:
-            _dequantize(sums[lo:hi], scales[lo:hi], exps[lo:hi], j, divisor,
+            _dequantize(sums[lo:hi], scales[lo:hi], exps[lo:hi], j, divisors[lo:hi],
                         out[lo * LANES:min(hi * LANES, out.shape[0])])
 
 
@@ -180,15 +180,18 @@ class BlockQuantizer:
         return out, exps
 
     def dequantize(self, sums: np.ndarray, scales: np.ndarray, exps: np.ndarray, length: int,
-                   divisor: float = 1.0, out: np.ndarray | None = None) -> np.ndarray:
-        """float32 values of summed lanes, divided by ``divisor`` (e.g. n for an average)."""
+                   divisor=1.0, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 values of summed lanes, divided by ``divisor``: one number (e.g. n for an
+        average) or one per block (the weight of the workers each block sums)."""
         sums = np.ascontiguousarray(sums, np.int32).reshape(-1, LANES)
         if not (sums.shape[0] - 1) * LANES < length <= sums.shape[0] * LANES:
             raise ValueError(f"{sums.shape[0]} blocks cannot hold {length} values")
         if out is None:
             out = np.empty(length, np.float32)
+        divisors = np.broadcast_to(np.asarray(divisor, np.float64), (sums.shape[0],))
         args = (sums, np.ascontiguousarray(scales, np.uint16),
-                np.ascontiguousarray(exps, np.uint16), self.qbits, float(divisor), out)
+                np.ascontiguousarray(exps, np.uint16), self.qbits,
+                np.ascontiguousarray(divisors), out)
         if self._parallel(sums.shape[0]):
             _dequantize_parallel(*args, self.threads)
         else:

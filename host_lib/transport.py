@@ -1,11 +1,17 @@
-"""The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7.1).
+"""The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7).
 
 A :class:`Round` is a run of consecutive chunk ids whose DATA frames are prebuilt in one numpy
 array. :class:`Transport` pushes a round through the switch over a link: at most W chunks in
-flight, chunk ``c + W`` sent once chunk ``c`` is resolved, retransmission on an adaptive timeout,
-results collected straight into a numpy array. Sending and receiving share one non-blocking
-loop, so neither waits for the other: every pass drains what has arrived, sends what the window
-allows and retransmits what has timed out, and sleeps only when there is nothing to do.
+flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
+over), retransmission on an adaptive timeout, results collected straight into a numpy array.
+Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
+drains what has arrived, sends what the window allows, retransmits what has timed out, and
+sleeps only when there is nothing to do.
+
+With a :class:`~host_lib.takeover.RoundPlan` that names helpers, the transport also takes slots
+over for chunks that wait on stragglers, sends late contributions to helpers, and serves as a
+helper itself (:class:`~host_lib.takeover.HelperDuty`). Helper duties outlive the call they
+belong to: :meth:`Transport.serve_idle` answers peers between calls.
 """
 
 from __future__ import annotations
@@ -13,14 +19,15 @@ from __future__ import annotations
 import logging
 import select
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from host_lib import protocol as P
-from host_lib.codec import HEADER_STRUCT
+from host_lib.codec import HEADER_STRUCT, Endpoint, Frame, Header, encode_frame
 from host_lib.rto import RtoEstimator
+from host_lib.takeover import HelperDuty, RoundPlan
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +35,8 @@ _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
 _LANES = np.dtype(">i4")
 _SERIAL_HALF = 1 << 31
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
+_DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
+_WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 
 
 class SwitchSilent(RuntimeError):
@@ -36,7 +45,7 @@ class SwitchSilent(RuntimeError):
 
 class ProtocolError(RuntimeError):
     """The switch or a peer said something that can never be right (a result that changed, a
-    scale mismatch): the call fails rather than return a wrong sum."""
+    scale mismatch, a result lost for good): the call fails rather than return a wrong sum."""
 
 
 @dataclass
@@ -52,13 +61,20 @@ class CallStats:
     duplicate_results: int = 0
     repairs: int = 0
     malformed: int = 0
+    takeovers: int = 0  # TAKEOVER requests this worker sent as a helper
+    taken: int = 0  # chunks of this call resolved by a takeover
+    helper_data: int = 0  # contributions sent to helpers
+    helper_results: int = 0  # chunks this worker completed as a helper
     bounces: Counter = field(default_factory=Counter)
     elapsed_s: float = 0.0
     fallback: str | None = None
 
+    _SUMMED = ("elements", "chunks", "packets_sent", "retransmissions", "timeouts", "results",
+               "duplicate_results", "repairs", "malformed", "takeovers", "taken", "helper_data",
+               "helper_results", "elapsed_s")
+
     def add(self, other: CallStats) -> None:
-        for name in ("elements", "chunks", "packets_sent", "retransmissions", "timeouts",
-                     "results", "duplicate_results", "repairs", "malformed", "elapsed_s"):
+        for name in self._SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.bounces.update(other.bounces)
 
@@ -66,21 +82,32 @@ class CallStats:
 class Round:
     """Chunks ``base .. base + n - 1`` of the job's stream, with their frames and results."""
 
-    def __init__(self, frames: np.ndarray, base: int):
+    def __init__(self, frames: np.ndarray, base: int, plan: RoundPlan | None = None):
         self.frames = frames
         self.base = base
         self.n = len(frames)
+        self.plan = plan or RoundPlan()
         self.wire = memoryview(frames.view(np.uint8)).cast("B")
         self.sent_at = np.full(self.n, np.nan)
         self.deadline = np.full(self.n, np.inf)
         self.retries = np.zeros(self.n, np.int32)  # retransmissions (Karn's rule, statistics)
         self.backoff = np.zeros(self.n, np.int32)  # timer doublings since the last sign of life
         self.done = np.zeros(self.n, bool)
+        self.taken_by = np.full(self.n, -1, np.int16)  # helper of a taken-over chunk
+        self.included = np.zeros(self.n, bool)  # the switch's sum holds our contribution
+        self.attempt = np.zeros(self.n, np.int8)  # which peer we ask for a lost result
+        self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
+        self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
         self.sums = np.zeros((self.n, P.LANES), np.int32)
         self.exps = np.zeros(self.n, np.uint16)
         self.bitmaps = np.zeros(self.n, np.uint32)
         self.counts = np.zeros(self.n, np.uint8)
+        self.completed = 0
         self.next_to_send = 0
+        self.first_pending = 0  # no chunk before it waits for a result
+
+    def resolved(self, j: int) -> bool:
+        return bool(self.done[j] or self.taken_by[j] >= 0)
 
     def frame(self, j: int) -> memoryview:
         return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]
@@ -97,79 +124,198 @@ class Round:
 class Transport:
     """One worker's stream of rounds for one job, over one link."""
 
-    def __init__(self, link, job: int, worker: int, slots: int, rto: RtoEstimator | None = None,
-                 silence_timeout: float = 5.0):
+    def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
+                 switch: Endpoint, peers: dict[int, Endpoint] | None = None,
+                 rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
+                 n_workers: int | None = None):
         self.link = link
         self.job = job
         self.worker = worker
         self.slots = slots
+        self.local = local
+        self.switch = switch
+        self.peers = peers or {}
+        self.all_workers = (1 << (n_workers or len(self.peers) or 1)) - 1
         self.rto = rto or RtoEstimator()
         self.silence_timeout = silence_timeout
         self._buf = bytearray(2048)
         self._early: dict[int, bytes] = {}
+        self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
+        self.duties: dict[int, HelperDuty] = {}
+        self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
+        self._plan = RoundPlan()  # the plan of the latest round, for duties between calls
+
+    # -- the round loop ---------------------------------------------------------------------
 
     def run(self, rnd: Round, stats: CallStats) -> None:
         """Push every chunk of ``rnd`` through the switch and collect its result."""
         stats.chunks += rnd.n
+        self._plan = rnd.plan
+        self._recent.append(rnd)
+        now = time.monotonic()
         for chunk in [c for c in self._early if rnd.index(c) is not None]:
-            self._handle(rnd, stats, memoryview(self._early.pop(chunk)), time.monotonic())
+            self._handle(rnd, stats, memoryview(self._early.pop(chunk)), now)
+        for chunk in [c for c in self._notices if rnd.index(c) is not None]:
+            rnd.taken_by[rnd.index(chunk)] = self._notices.pop(chunk)
+        if not rnd.plan.contribute:  # sit out: wait for results, probe if they do not come
+            rnd.frames["flags"] |= P.Flag.PROBE
+            rnd.sent_at[:] = now
+            rnd.deadline[:] = now + max(4 * self.rto.rto, _WAIT_PROBE)
+            rnd.next_to_send = rnd.n
         poller = select.poll()
         poller.register(self.link.fileno(), select.POLLIN)
-        last_heard = time.monotonic()
-        remaining = rnd.n - int(rnd.done.sum())
-        while remaining:
+        last_heard = now
+        while rnd.completed < rnd.n:
             now = time.monotonic()
-            heard = self._drain(rnd, stats, now)
-            if heard:
+            if self._drain(rnd, stats, now):
                 last_heard = now
-                remaining = rnd.n - int(rnd.done.sum())
-                if not remaining:
+                if rnd.completed == rnd.n:
                     break
             self._send_window(rnd, stats, now)
-            next_deadline = self._retransmit(rnd, stats, now)
+            next_deadline = min(self._retransmit(rnd, stats, now), self._take_over(rnd, stats, now))
             if now - last_heard > self.silence_timeout:
                 raise SwitchSilent(f"job {self.job} worker {self.worker}: no packet from the "
-                                   f"switch for {now - last_heard:.1f} s with {remaining} "
-                                   f"chunks pending")
+                                   f"switch for {now - last_heard:.1f} s with "
+                                   f"{rnd.n - rnd.completed} chunks pending")
             wait = min(next_deadline, last_heard + self.silence_timeout) - time.monotonic()
             poller.poll(max(0.0, min(wait, 0.5)) * 1000)
+        self._expire_duties(time.monotonic())
+
+    def serve_idle(self, timeout: float) -> bool:
+        """Between calls: answer helper traffic and keep notices, for up to ``timeout`` s;
+        True if anything arrived."""
+        ready, _, _ = select.select([self.link.fileno()], [], [], timeout)
+        if ready:
+            self._drain(None, CallStats(), time.monotonic())
+        return bool(ready)
+
+    def linger(self, quiet: float, limit: float) -> None:
+        """Keep answering peers until the link has been quiet for ``quiet`` seconds (at most
+        ``limit``): a peer that lost a result we hold may still ask for it."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end and self.serve_idle(min(quiet, end - time.monotonic())):
+            pass
 
     # -- sending ----------------------------------------------------------------------------
 
     def _send_window(self, rnd: Round, stats: CallStats, now: float) -> None:
-        """Send chunks in order while the window allows: chunk j needs j - W resolved."""
+        """Send chunks in order while the window allows: chunk j needs j - W resolved. A
+        chunk already taken over goes to its helper instead."""
         j = rnd.next_to_send
-        while j < rnd.n and (j < self.slots or rnd.done[j - self.slots]):
-            self.link.send(rnd.frame(j))
+        while j < rnd.n and (j < self.slots or rnd.resolved(j - self.slots)):
+            if rnd.taken_by[j] >= 0:
+                self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
+            else:
+                self.link.send(rnd.frame(j))
+                stats.packets_sent += 1
             rnd.sent_at[j] = now
             rnd.deadline[j] = now + self.rto.rto
             j += 1
-        stats.packets_sent += j - rnd.next_to_send
         rnd.next_to_send = j
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
-        """Retransmit every pending chunk whose timer expired; the next deadline."""
-        lo = max(0, rnd.next_to_send - self.slots)
+        """Act on every pending chunk whose timer expired; returns the next deadline."""
+        while rnd.first_pending < rnd.next_to_send and rnd.done[rnd.first_pending]:
+            rnd.first_pending += 1
+        lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
-        deadlines = rnd.deadline[window]
-        expired = np.nonzero((deadlines <= now) & ~rnd.done[window])[0] + lo
+        expired = np.nonzero((rnd.deadline[window] <= now) & ~rnd.done[window])[0] + lo
         for j in expired:
-            rnd.frames["flags"][j] |= P.Flag.RETX
-            self.link.send(rnd.frame(j))
-            rnd.sent_at[j] = now
             rnd.retries[j] += 1
             rnd.backoff[j] += 1
+            stats.timeouts += 1
+            helper = int(rnd.taken_by[j])
+            if helper >= 0:
+                # Taken over: keep sending our contribution to the helper until the result
+                # comes. It adds each worker once, so this also covers a partial the helper
+                # never received, and a result it has to send again.
+                self._to_helper(rnd, stats, j, helper)
+            elif rnd.attempt[j]:
+                self._to_helper(rnd, stats, j, self._peer(rnd, j))  # result lost, no helpers
+                rnd.attempt[j] += 1
+            else:
+                # Ask the switch again: it answers with the result, or says where the chunk is.
+                rnd.frames["flags"][j] |= P.Flag.RETX
+                self.link.send(rnd.frame(j))
+                stats.packets_sent += 1
+                stats.retransmissions += 1
+            rnd.sent_at[j] = now
             rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
-        if len(expired):
-            stats.timeouts += len(expired)
-            stats.retransmissions += len(expired)
-            stats.packets_sent += len(expired)
         pending = rnd.deadline[window][~rnd.done[window]]
         return float(pending.min()) if len(pending) else now + 0.5
 
-    # -- receiving --------------------------------------------------------------------------
+    def _peer(self, rnd: Round, j: int) -> int:
+        """Without helpers, a result the switch no longer holds is asked of every other worker
+        in turn: each keeps its recent results."""
+        others = [w for w in sorted(self.peers) if w != self.worker] or [self.worker]
+        return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
 
-    def _drain(self, rnd: Round, stats: CallStats, now: float) -> bool:
+    def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
+        """As a helper, ask the switch for the slots of chunks that have waited long enough
+        and miss only stragglers; returns when to look again."""
+        plan = rnd.plan
+        if self.worker not in plan.helpers or not plan.stragglers:
+            return np.inf
+        after = max(2 * self.rto.rto, 0.005)
+        window = np.arange(max(0, rnd.next_to_send - self.slots), rnd.next_to_send)
+        waiting = window[~rnd.done[window] & (rnd.taken_by[window] < 0)]
+        if not len(waiting):
+            return np.inf
+        straggler_bits = sum(1 << s for s in plan.stragglers)
+        next_look = np.inf
+        for j in waiting:
+            chunk = rnd.base + int(j)
+            if plan.helper(chunk) != self.worker:
+                continue
+            asked = rnd.asked_takeover[j]
+            due = (rnd.sent_at[j] + after) if np.isnan(asked) else asked + self.rto.rto
+            if due > now:
+                next_look = min(next_look, due)
+                continue
+            if int(rnd.missing[j]) & ~straggler_bits:
+                continue  # a leading worker is missing: loss, not a straggler; let it retry
+            self._send_control(P.Op.TAKEOVER, chunk)
+            rnd.asked_takeover[j] = now
+            stats.takeovers += 1
+            stats.packets_sent += 1
+            next_look = min(next_look, now + self.rto.rto)
+        return next_look
+
+    def _to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
+        """Our contribution to a taken-over chunk, straight to its helper (a worker that sits
+        the call out sends a probe, which only asks for the result)."""
+        chunk = rnd.base + j
+        probe = not rnd.plan.contribute
+        if helper == self.worker:
+            duty = self._duty(chunk, rnd.plan)
+            if duty.result is not None:
+                self._send_result(duty)  # our own result got lost: have the switch resend it
+            elif not probe:
+                f = rnd.frames[j]
+                duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]),
+                                int(f["scale"]))
+                self._maybe_complete(duty, stats)
+            return
+        frame = bytearray(rnd.frame(j))
+        frame[0:6] = self.peers[helper].mac_raw
+        frame[30:34] = self.peers[helper].ip_raw
+        frame[36:38] = self.peers[helper].port.to_bytes(2, "big")
+        frame[42] = (P.VERSION << 4) | P.Op.HELPER_DATA
+        frame[43] = (frame[43] | P.Flag.PROBE) if probe else (frame[43] & ~P.Flag.PROBE & 0xFF)
+        _fix_ip_checksum(frame)
+        self.link.send(frame)
+        stats.packets_sent += 1
+        stats.helper_data += 1
+
+    def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
+        header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
+                        chunk=chunk, flags=(chunk // self.slots) % 2, **fields)
+        lanes = np.zeros(P.LANES, np.int32) if lanes is None else lanes
+        self.link.send(encode_frame(Frame(self.local, self.switch, header, lanes)))
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def _drain(self, rnd: Round | None, stats: CallStats, now: float) -> bool:
         """Handle every frame waiting on the link; True if the switch said anything."""
         heard = False
         buf = self._buf
@@ -183,39 +329,94 @@ class Transport:
                 continue
             heard |= self._handle(rnd, stats, view[:n], now)
 
-    def _handle(self, rnd: Round, stats: CallStats, frame: memoryview, now: float) -> bool:
-        (ver_op, _flags, job, _slot, _worker, reason, chunk, bitmap, count, _fanin, _scale,
+    def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
+                ) -> bool:
+        (ver_op, flags, job, _slot, worker, reason, chunk, bitmap, count, _fanin, scale,
          exp) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
         if ver_op >> 4 != P.VERSION or job != self.job:
             stats.malformed += 1
             return False
         op = ver_op & 0xF
-        j = rnd.index(chunk)
+        if op == P.Op.HELPER_DATA:
+            self._helper_data(stats, chunk, worker, flags, frame, exp, scale)
+            return True
+        if op == P.Op.PARTIAL and worker == self.worker:
+            duty = self._duty(chunk, rnd.plan if rnd is not None else self._plan)
+            duty.add_partial(_lanes(frame), bitmap, exp, scale)
+            self._maybe_complete(duty, stats)
+        j = rnd.index(chunk) if rnd is not None else None
+        if rnd is not None and op in (P.Op.RESULT, P.Op.PARTIAL):
+            self._result_due(rnd, chunk - self.slots, now)
         if j is None:
-            if rnd.is_future(chunk) and len(self._early) < _EARLY_LIMIT:
-                self._early[chunk] = bytes(frame)  # e.g. a result completed without us
+            if rnd is None or rnd.is_future(chunk):
+                if op == P.Op.RESULT and len(self._early) < _EARLY_LIMIT:
+                    self._early[chunk] = bytes(frame)  # e.g. completed without us
+                elif op == P.Op.PARTIAL:
+                    self._notices[chunk] = worker
             return True
         if op == P.Op.RESULT:
             self._result(rnd, stats, j, frame, bitmap, count, exp, now)
+        elif op == P.Op.PARTIAL:
+            self._taken(rnd, stats, j, worker, bitmap >> self.worker & 1)
         elif op == P.Op.BOUNCE:
-            stats.bounces[P.Bounce(reason).name if reason in P.Bounce._value2member_map_
-                          else str(reason)] += 1
-            if reason == P.Bounce.PENDING and not rnd.done[j]:
-                # Our contribution is in; the chunk waits on peers. Probe again in two RTOs,
-                # not after a doubled backoff, so that losing the result later costs little.
-                self.rto.sample(now - rnd.sent_at[j])
-                rnd.backoff[j] = 0
-                rnd.deadline[j] = now + 2 * self.rto.rto
-            elif reason == P.Bounce.SCALE_MISMATCH:
-                raise ProtocolError(f"chunk {chunk}: the switch holds it with another scale; "
-                                    f"workers disagree on the quantization exponent")
+            self._bounce(rnd, stats, j, reason, worker, bitmap, now)
         else:
             stats.malformed += 1
         return True
 
+    def _bounce(self, rnd: Round, stats: CallStats, j: int, reason: int, worker: int,
+                bitmap: int, now: float) -> None:
+        stats.bounces[P.Bounce(reason).name if reason in P.Bounce._value2member_map_
+                      else str(reason)] += 1
+        if rnd.done[j]:
+            return
+        if reason == P.Bounce.PENDING:
+            # The chunk waits on peers and holds our contribution (unless we only probed). The
+            # probes back off; a result lost later is noticed by _result_due.
+            self.rto.sample(now - rnd.sent_at[j])
+            rnd.missing[j] = self.all_workers & ~bitmap
+            rnd.included[j] = bool(bitmap >> self.worker & 1)
+        elif reason == P.Bounce.TAKEN:
+            self._taken(rnd, stats, j, worker, False)
+        elif reason == P.Bounce.STALE:
+            # The slot moved on: the chunk was taken over, or completed without us, and the
+            # news missed us. Its helper has it; without helpers, every other worker does.
+            helper = rnd.plan.helper(rnd.base + j)
+            if helper is None:
+                rnd.attempt[j] = max(1, rnd.attempt[j])
+                self._to_helper(rnd, stats, j, self._peer(rnd, j))
+            else:
+                self._taken(rnd, stats, j, helper, False)
+        elif reason == P.Bounce.SCALE_MISMATCH:
+            raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
+                                f"workers disagree on the quantization exponent")
+
+    def _result_due(self, rnd: Round, chunk: int, now: float) -> None:
+        """News of chunk c + W means chunk c was resolved for every worker (each sends c + W
+        only after that): if c's result has not reached us, it was lost; ask at once."""
+        j = rnd.index(chunk & 0xFFFFFFFF)
+        if j is not None and j < rnd.next_to_send and not rnd.done[j]:
+            rnd.deadline[j] = now
+            rnd.backoff[j] = 0
+
+    def _taken(self, rnd: Round, stats: CallStats, j: int, helper: int, included) -> None:
+        """Chunk j was taken over by ``helper``. If the partial did not hold our contribution,
+        send it now; either way send it again on each (long) timeout until the result comes:
+        the helper may be waiting for a straggler's whole compute."""
+        if rnd.taken_by[j] < 0:
+            stats.taken += 1
+        rnd.taken_by[j] = helper
+        now = time.monotonic()
+        if included:
+            rnd.included[j] = True
+        elif j < rnd.next_to_send:
+            self._to_helper(rnd, stats, j, helper)
+        rnd.backoff[j] = 0
+        rnd.deadline[j] = now + max(4 * self.rto.rto, _WAIT_PROBE)
+
     def _result(self, rnd: Round, stats: CallStats, j: int, frame: memoryview, bitmap: int,
                 count: int, exp: int, now: float) -> None:
-        lanes = np.frombuffer(frame, _LANES, P.LANES, P.LANES_OFFSET)
+        lanes = _lanes(frame)
         if rnd.done[j]:
             stats.duplicate_results += 1
             if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp
@@ -226,6 +427,77 @@ class Transport:
         rnd.sums[j] = lanes
         rnd.exps[j], rnd.bitmaps[j], rnd.counts[j] = exp, bitmap, count
         rnd.done[j] = True
+        rnd.completed += 1
         stats.results += 1
-        if rnd.retries[j] == 0 and not np.isnan(rnd.sent_at[j]):  # Karn's rule
-            self.rto.sample(now - rnd.sent_at[j])
+        if rnd.retries[j] == 0 and rnd.taken_by[j] < 0 and not np.isnan(rnd.sent_at[j]):
+            self.rto.sample(now - rnd.sent_at[j])  # Karn's rule
+
+    # -- helper duties ------------------------------------------------------------------------
+
+    def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
+        duty = self.duties.get(chunk)
+        if duty is None:
+            duty = HelperDuty(chunk, chunk % self.slots, (chunk // self.slots) % 2,
+                              plan.expected or self.all_workers)
+            self.duties[chunk] = duty
+        return duty
+
+    def _helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
+                     frame: memoryview, exp: int, scale: int) -> None:
+        duty = self.duties.get(chunk)
+        if duty is not None and duty.result is not None:
+            self._send_result(duty)  # the sender missed the result: send it again
+            return
+        if self._resend_known_result(chunk):
+            return
+        if flags & P.Flag.PROBE:
+            return  # only asks for a result we do not have yet
+        if duty is None:  # we are a replacement helper, or the partial is still on its way
+            duty = self._duty(chunk, self._plan)
+            self._send_control(P.Op.TAKEOVER, chunk)
+            stats.takeovers += 1
+        try:
+            duty.add_direct(worker, _lanes(frame), exp, scale)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        self._maybe_complete(duty, stats)
+
+    def _resend_known_result(self, chunk: int) -> bool:
+        """If a recent round of ours holds chunk's result, have the switch multicast it again
+        (as a helper result: every worker already holding it checks that it is equal)."""
+        for rnd in self._recent:
+            j = rnd.index(chunk)
+            if j is not None and rnd.done[j]:
+                self._send_control(P.Op.HELPER_RESULT, chunk, rnd.sums[j].copy(),
+                                   bitmap=int(rnd.bitmaps[j]), count=int(rnd.counts[j]),
+                                   scale=int(rnd.frames["scale"][j]), exp=int(rnd.exps[j]))
+                return True
+        return False
+
+    def _maybe_complete(self, duty: HelperDuty, stats: CallStats) -> None:
+        if duty.try_complete(time.monotonic()):
+            stats.helper_results += 1
+            self._send_result(duty)
+
+    def _send_result(self, duty: HelperDuty) -> None:
+        self._send_control(P.Op.HELPER_RESULT, duty.chunk, duty.result,
+                           bitmap=duty.result_bitmap, count=duty.result_count,
+                           scale=duty.scale or 0, exp=duty.exp)
+
+    def _expire_duties(self, now: float) -> None:
+        old = [c for c, d in self.duties.items()
+               if now - (d.completed_at or d.created_at) > _DUTY_LIFETIME]
+        for chunk in old:
+            del self.duties[chunk]
+
+
+def _lanes(frame: memoryview) -> np.ndarray:
+    return np.frombuffer(frame, _LANES, P.LANES, P.LANES_OFFSET)
+
+
+def _fix_ip_checksum(frame: bytearray) -> None:
+    frame[24:26] = b"\0\0"
+    total = sum(int.from_bytes(frame[i:i + 2], "big") for i in range(14, 34, 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    frame[24:26] = (~total & 0xFFFF).to_bytes(2, "big")

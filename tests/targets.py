@@ -53,6 +53,12 @@ class EmbeddedTarget:
         self.dataplane.receive(port, frame)
         return self._outputs
 
+    def send_many(self, port: int, frames) -> list[tuple[int, bytes]]:
+        outputs = []
+        for frame in frames:
+            outputs += self.send(port, frame)
+        return outputs
+
     def restart(self) -> None:
         """A switch restart: all state, the pipeline included, is lost; same address."""
         address = self.address
@@ -143,17 +149,30 @@ class Bmv2Target:
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         self._drain()
         self.socks[port].send(frame)
+        return self._collect(self.quiet)
+
+    def send_many(self, port: int, frames) -> list[tuple[int, bytes]]:
+        """Send a burst without waiting between frames; what came out once all is quiet
+        (bmv2 queues at most 64 frames per egress port: keep bursts below that)."""
+        outputs = []
+        for frame in frames:
+            self.socks[port].send(frame)
+            outputs += self._collect(0.0)
+        return outputs + self._collect(self.quiet)
+
+    def _collect(self, quiet: float) -> list[tuple[int, bytes]]:
         outputs = []
         fds = {s.fileno(): p for p, s in self.socks.items()}
-        deadline = time.monotonic() + self.quiet
-        while (wait := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(list(fds), [], [], wait)
+        deadline = time.monotonic() + quiet
+        while True:
+            ready, _, _ = select.select(list(fds), [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return outputs
             for fd in ready:
                 data, addr = self.socks[fds[fd]].recvfrom(65535)
                 if addr[2] != socket.PACKET_OUTGOING:
                     outputs.append((fds[fd], data))
-                    deadline = time.monotonic() + self.quiet
-        return outputs
+                    deadline = time.monotonic() + quiet
 
     def _drain(self) -> None:
         for s in self.socks.values():

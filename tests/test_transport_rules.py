@@ -46,6 +46,10 @@ class ScriptedLink:
         pass
 
 
+def make_transport(link, **options) -> Transport:
+    return Transport(link, 1, 0, local=WORKER, switch=SWITCH, **options)
+
+
 def reply(op, chunk, lanes=0, **fields) -> bytes:
     return encode_frame(Frame(SWITCH, WORKER, Header(op=op, job=1, chunk=chunk, **fields),
                               np.full(P.LANES, lanes, np.int32)))
@@ -63,14 +67,14 @@ def make_round(n: int, base: int = 0) -> Round:
 def test_a_result_that_changes_is_an_error_never_accepted():
     answers = {0: [reply(P.Op.RESULT, 0, 5, bitmap=3, count=2),
                    reply(P.Op.RESULT, 0, 6, bitmap=3, count=2)]}
-    transport = Transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), 1, 0, slots=4)
+    transport = make_transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), slots=4)
     with pytest.raises(ProtocolError, match="differs from the first"):
         transport.run(make_round(1), CallStats())
 
 
 def test_an_equal_duplicate_result_is_counted_and_ignored():
     answers = {0: [reply(P.Op.RESULT, 0, 5, bitmap=3), reply(P.Op.RESULT, 0, 5, bitmap=3)]}
-    transport = Transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), 1, 0, slots=4)
+    transport = make_transport(ScriptedLink(lambda h: answers.pop(h.chunk, [])), slots=4)
     stats = CallStats()
     rnd = make_round(1)
     transport.run(rnd, stats)
@@ -82,12 +86,12 @@ def test_scale_mismatch_fails_the_call():
     link = ScriptedLink(lambda h: [reply(P.Op.BOUNCE, h.chunk,
                                          reason=P.Bounce.SCALE_MISMATCH)])
     with pytest.raises(ProtocolError, match="another scale"):
-        Transport(link, 1, 0, slots=4).run(make_round(2), CallStats())
+        make_transport(link, slots=4).run(make_round(2), CallStats())
 
 
 def test_silence_raises_after_the_bound_and_retransmits_meanwhile():
     link = ScriptedLink(lambda h: [])
-    transport = Transport(link, 1, 0, slots=4, rto=RtoEstimator(initial=0.02),
+    transport = make_transport(link, slots=4, rto=RtoEstimator(initial=0.02),
                           silence_timeout=0.3)
     stats = CallStats()
     with pytest.raises(SwitchSilent, match="no packet from the switch"):
@@ -103,7 +107,7 @@ def test_the_window_holds_back_chunk_c_plus_w_until_c_is_done():
         sent_chunks.append(h.chunk)
         return [reply(P.Op.RESULT, h.chunk, h.chunk)]
 
-    transport = Transport(ScriptedLink(answer), 1, 0, slots=2)
+    transport = make_transport(ScriptedLink(answer), slots=2)
     rnd = make_round(6)
     transport.run(rnd, CallStats())
     assert sorted(sent_chunks) == list(range(6))
@@ -114,7 +118,7 @@ def test_results_for_future_chunks_are_kept_until_their_round():
     """A result can precede our contribution (fan-in below n): it is used when we get there."""
     early = reply(P.Op.RESULT, 5, 42, bitmap=0b110, count=2)
     first = {0: [reply(P.Op.RESULT, 0, 1), early]}
-    transport = Transport(ScriptedLink(lambda h: first.pop(h.chunk, [])), 1, 0, slots=4)
+    transport = make_transport(ScriptedLink(lambda h: first.pop(h.chunk, [])), slots=4)
     transport.run(make_round(1, base=0), CallStats())
     rnd = make_round(2, base=4)
     link = transport.link

@@ -174,8 +174,9 @@ def test_drop_simulator_loses_about_the_configured_fraction(target, controller):
     job = admitted(target, controller, n=2, slots=1)
     controller.set_loss(0.3)
     sent = 400
-    for _ in range(sent):
-        job.data(0, 0, ONES)  # a pending duplicate: a bounce unless dropped
+    duplicate = job.frame(0, P.Op.DATA, 0, ONES, scale=0x8000)  # a bounce unless dropped
+    for _ in range(sent // 40):
+        target.send_many(1, [duplicate] * 40)
     dropped = drops(controller, job.spec.id)["SIM"]
     # two-sided binomial bounds, p = 0.3, n = 400: mean 120, sd 9.2; 5 sd either way
     assert 120 - 46 < dropped < 120 + 46
