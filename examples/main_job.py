@@ -20,9 +20,13 @@ from examples.results import Run, load_run, plot_iteration_times, table
 from topologies.local import LocalCluster, local_job
 
 ROOT = Path(__file__).resolve().parent.parent
-METHODS = {
-    "gloo": "gloo allreduce (torch.distributed), the baseline",
-    "switch": "in-network aggregation through the switch, no straggler handling",
+METHODS = {  # name: (communication, straggler policy, description)
+    "gloo": ("gloo", "synchronous", "gloo allreduce (torch.distributed), the baseline"),
+    "switch": ("switch", "synchronous",
+               "in-network aggregation through the switch, no straggler handling"),
+    "sa-atp-takeover": ("switch", "sa-atp-takeover",
+                        "SA-ATP slot takeover only: leading workers take stragglers' slots over"),
+    "sa-atp": ("switch", "sa-atp", "SA-ATP: slot takeover and compute help"),
 }
 
 
@@ -34,25 +38,32 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--straggler", type=float, default=3.0,
                    help="slowdown of the last worker (1 = none)")
     p.add_argument("--iterations", type=int, default=150)
+    p.add_argument("--global-batch", type=int, default=256,
+                   help="samples per iteration over all workers (64 per worker by default)")
     p.add_argument("--profile", default="resnet50",
                    help="emulated per-sample compute of this model on an H100 ('' = real "
                         "compute of the small model)")
     p.add_argument("--target-accuracy", type=float, default=0.95)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "main_job")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p.parse_args(argv)
 
 
 def torchrun(args, method: str, log_dir: Path, extra: list[str]) -> None:
+    comm, policy, _ = METHODS[method]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={args.workers}", "-m", "examples.train",
-           "--comm", "gloo" if method == "gloo" else "switch",
+           "--comm", comm, "--policy", policy,
            "--iterations", str(args.iterations), "--seed", str(args.seed),
+           "--global-batch", str(args.global_batch),
            "--log-dir", str(log_dir), *extra]
     if args.straggler != 1:
         cmd += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
     if args.profile:
         cmd += ["--profile", args.profile]
+    if args.quiet:
+        cmd.append("--no-progress")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     subprocess.run(cmd, check=True, cwd=ROOT, env=env)
 
@@ -60,8 +71,8 @@ def torchrun(args, method: str, log_dir: Path, extra: list[str]) -> None:
 def run_method(args, method: str) -> Run:
     log_dir = args.out / method
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"\n== {method}: {METHODS[method]}", flush=True)
-    if method == "gloo":
+    print(f"\n== {method}: {METHODS[method][2]}", flush=True)
+    if METHODS[method][0] == "gloo":
         torchrun(args, method, log_dir, [])
     else:
         spec = local_job(1, args.workers, slots=64)

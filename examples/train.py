@@ -1,11 +1,15 @@
 """Data-parallel training of the digits MLP with DDP, its gradients summed by gloo or by the
-switch (the SA-ATP DDP comm hook). Run it under torchrun, one process per worker:
+switch (the SA-ATP DDP comm hook), under a straggler policy. Run it under torchrun, one process
+per worker:
 
-    torchrun --nproc-per-node 4 -m examples.train --comm switch \\
-        --job-spec runs/demo/job.toml --udp-ports runs/demo/ports.json --log-dir runs/demo/switch
+    torchrun --nproc-per-node 4 -m examples.train --comm switch --policy sa-atp \\
+        --job-spec runs/demo/job.toml --udp-ports runs/demo/ports.json --log-dir runs/demo/sa
 
-Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl`` (compute time,
-communication time, loss, test accuracy where evaluated); rank 0 shows a progress bar.
+Every iteration, each worker asks the policy for the iteration's plan (computed identically on
+every worker from the compute times all workers share through the torch.distributed store),
+computes the gradient *sum* over its share of the global batch, and the aggregate is divided by
+the number of samples it sums. Each rank writes one JSON line per iteration to
+``<log-dir>/rank<r>.jsonl``; rank 0 shows a progress bar.
 """
 
 import argparse
@@ -17,11 +21,14 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import _get_default_store
 from torch.nn.parallel import DistributedDataParallel
 
 from examples import digits
 from host_lib.ddp_hook import sa_atp_hook
-from host_lib.sampling import GlobalBatchSampler, even_sizes, split
+from host_lib.policies.exchange import StepTimeExchange
+from host_lib.policies.registry import POLICIES, make_policy
+from host_lib.sampling import GlobalBatchSampler, split
 from host_lib.stragglers import SlowdownSchedule, StepTimeProfile, pad_to
 
 PROFILES = Path(__file__).resolve().parent / "profiles" / "h100_step_times.json"
@@ -30,6 +37,7 @@ PROFILES = Path(__file__).resolve().parent / "profiles" / "h100_step_times.json"
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--comm", choices=["gloo", "switch"], default="switch")
+    p.add_argument("--policy", choices=sorted(POLICIES), default="synchronous")
     p.add_argument("--job-spec", type=Path, help="job spec TOML (switch)")
     p.add_argument("--udp-ports", type=Path,
                    help="embedded switch's UDP port map (JSON written by softswitch-grpc)")
@@ -50,13 +58,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def sum_hook(group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """gloo allreduce that sums (the loss is already divided by the global batch)."""
-    return dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future().then(
-        lambda fut: fut.value()[0])
+class GlooSum:
+    """The gloo baseline's comm hook: sum, then divide by the samples summed."""
+
+    def __init__(self):
+        self.group = dist.new_group(backend="gloo")
+        self.divisor = 1.0
+
+    def hook(self, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        divisor = self.divisor
+        return dist.all_reduce(bucket.buffer(), group=self.group, async_op=True).get_future() \
+            .then(lambda fut: fut.value()[0].div_(divisor))
 
 
-def switch_hook(args, rank: int):
+def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    return state.hook(bucket)
+
+
+def switch_hook_state(args, rank: int):
     """Aggregator, link and hook state for this rank's worker of the job."""
     from control_plane.jobs import load_spec
     from host_lib.aggregator import AggregatorConfig, SwitchAggregator
@@ -72,8 +91,7 @@ def switch_hook(args, rank: int):
         ports = json.loads(args.udp_ports.read_text())
         host, port = ports[str(spec.worker(rank).port)]
         link = UdpTunnelLink((host, port))
-    aggregator = SwitchAggregator(config, link, FallbackGroup.create())
-    return SaAtpHookState(aggregator)
+    return SaAtpHookState(SwitchAggregator(config, link, FallbackGroup.create()))
 
 
 def main(argv=None) -> None:
@@ -84,47 +102,57 @@ def main(argv=None) -> None:
     xtr, ytr, xte, yte = digits.load(args.seed)
     net = digits.model(args.seed)
     ddp = DistributedDataParallel(net)
-    state = None
     if args.comm == "switch":
-        state = switch_hook(args, rank)
+        state = switch_hook_state(args, rank)
         ddp.register_comm_hook(state, sa_atp_hook)
     else:
-        ddp.register_comm_hook(dist.new_group(backend="gloo"), sum_hook)
+        state = GlooSum()
+        ddp.register_comm_hook(state, gloo_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     sampler = GlobalBatchSampler(len(xtr), args.global_batch, args.seed)
     schedule = SlowdownSchedule.parse(args.stragglers, transient_prob=args.transient_prob,
                                       seed=args.seed)
     profile = StepTimeProfile.load(args.profile_file, args.profile) if args.profile else None
+    policy = make_policy(args.policy, world, args.global_batch)
+    exchange = StepTimeExchange(_get_default_store(), rank, world)
 
     args.log_dir.mkdir(parents=True, exist_ok=True)
     log = open(args.log_dir / f"rank{rank}.jsonl", "w")
     progress = None
     if rank == 0 and not args.no_progress:
         from tqdm import tqdm
-        progress = tqdm(total=args.iterations, desc=f"{args.comm}", unit="it")
+        progress = tqdm(total=args.iterations, desc=f"{args.comm}/{args.policy}", unit="it")
     dist.barrier()
     start = time.perf_counter()
     for it in range(args.iterations):
-        mine = split(sampler.batch(it), even_sizes(args.global_batch, world))[rank]
+        history = exchange.collect(it - 1)
+        plan = policy.plan(it, history)
+        if args.comm == "switch":
+            state.plan, state.weights = plan.round_plan(rank), plan.weights()
+        else:
+            state.divisor = float(sum(plan.weights()))
+        mine = split(sampler.batch(it), list(plan.shares))[rank]
         t0 = time.perf_counter()
-        loss = torch.nn.functional.cross_entropy(ddp(xtr[mine]), ytr[mine],
-                                                 reduction="sum") / args.global_batch
+        loss = torch.nn.functional.cross_entropy(ddp(xtr[mine]), ytr[mine], reduction="sum")
         factor = schedule.factor(rank, it)
         base = profile.time(len(mine)) if profile else time.perf_counter() - t0
         pad_to(base * factor, t0)
         compute = time.perf_counter() - t0
+        exchange.publish(it, compute, len(mine))
         loss.backward()  # the comm hook runs here
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         elapsed = time.perf_counter() - t0
         record = {"it": it, "rank": rank, "t": time.perf_counter() - start, "iter_s": elapsed,
                   "compute_s": compute, "comm_s": elapsed - compute, "slowdown": factor,
-                  "samples": len(mine),
-                  "loss": float(loss.detach()) * args.global_batch / max(1, len(mine))}
-        if state is not None:
+                  "samples": len(mine), "contributes": plan.contributes(rank),
+                  "loss": float(loss.detach()) / max(1, len(mine)), "plan": plan.note}
+        if args.comm == "switch":
             calls = state.drain_stats()
-            record["fallback"] = sum(1 for c in calls if c.fallback)
-            record["retransmissions"] = sum(c.retransmissions for c in calls)
+            record.update(fallback=sum(1 for c in calls if c.fallback),
+                          retransmissions=sum(c.retransmissions for c in calls),
+                          taken=sum(c.taken for c in calls),
+                          helped=sum(c.helper_results for c in calls))
         if rank == 0 and (it % args.eval_every == args.eval_every - 1 or it == args.iterations - 1):
             record["test_acc"] = digits.accuracy(net, xte, yte)
         log.write(json.dumps(record) + "\n")
@@ -136,7 +164,7 @@ def main(argv=None) -> None:
     if progress is not None:
         progress.close()
     dist.barrier()  # nobody stops answering peers while one still finishes
-    if state is not None:
+    if args.comm == "switch":
         state.aggregator.close()
     dist.destroy_process_group()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_IDLE_POLL = 0.02  # seconds between looks at the link while no call is queued
+_IDLE_POLL = 0.5  # longest wait between calls (a new call or a frame ends it at once)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ class SwitchAggregator:
         self.last_stats: CallStats | None = None
         self._linger = 0.0
         self._calls: queue.Queue = queue.Queue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
         self._thread = threading.Thread(target=self._serve, name=f"sa-atp-job{config.job}",
                                         daemon=True)
         self._thread.start()
@@ -138,9 +141,11 @@ class SwitchAggregator:
         """Stop after the queued calls, first answering peers until the link has been quiet
         for ``linger`` seconds (they may still need a result this worker holds)."""
         self._linger = linger
-        self._calls.put(None)
+        self._submit(None)
         self._thread.join(timeout=linger + 10)
         self.link.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def __enter__(self) -> SwitchAggregator:
         return self
@@ -150,18 +155,25 @@ class SwitchAggregator:
 
     # -- the I/O thread -----------------------------------------------------------------------
 
-    def _submit(self, call: _Call) -> concurrent.futures.Future:
-        if not self._thread.is_alive():
+    def _submit(self, call: _Call | None) -> concurrent.futures.Future | None:
+        if call is not None and not self._thread.is_alive():
             raise RuntimeError("aggregator is closed")
         self._calls.put(call)
-        return call.future
+        self._wake_w.send(b"x")  # interrupt serve_idle's wait
+        return None if call is None else call.future
 
     def _serve(self) -> None:
         while True:
             try:
                 call = self._calls.get_nowait()
             except queue.Empty:
-                self.transport.serve_idle(_IDLE_POLL)  # helper duties between calls
+                # Between calls, answer peers (helper duties) until the next call arrives.
+                self.transport.serve_idle(_IDLE_POLL, self._wake_r.fileno())
+                while True:
+                    try:
+                        self._wake_r.recv(4096)
+                    except BlockingIOError:
+                        break
                 continue
             if call is None:
                 self.transport.linger(self._linger, limit=self._linger + 5)

@@ -26,9 +26,11 @@ class RoundPlan:
     """How this worker takes part in a call, decided per iteration by the straggler policy.
 
     ``helpers`` are the leading workers in duty order: chunk c's helper is
-    ``helpers[c % len(helpers)]``, the same for every worker, so that every contribution to a
-    taken-over chunk reaches the same host, whoever missed which notice; no helpers means no
-    takeover. ``expected`` is the bitmap of workers whose contributions
+    ``helpers[c % len(helpers)]``, the same for every worker; the next one in order steps in if
+    the first is slow (or a straggler itself), and the switch then names it. A worker that
+    missed who took a chunk over sends to the first, which forwards. No helpers means no
+    takeover. A helper takes a chunk over once it has waited ``takeover_after`` seconds (at
+    least two RTOs) and, where ``stragglers`` are known, only stragglers are missing. ``expected`` is the bitmap of workers whose contributions
     complete a chunk (0: every worker of the job).
     """
 
@@ -37,6 +39,7 @@ class RoundPlan:
     helpers: tuple[int, ...] = ()
     stragglers: frozenset[int] = frozenset()
     expected: int = 0
+    takeover_after: float = 0.0
 
     def helper(self, chunk: int) -> int | None:
         if not self.helpers:

@@ -37,6 +37,7 @@ _SERIAL_HALF = 1 << 31
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
+_PROBE_BURST = 4  # chunks retransmitted at once when many time out together
 
 
 class SwitchSilent(RuntimeError):
@@ -141,6 +142,7 @@ class Transport:
         self._buf = bytearray(2048)
         self._early: dict[int, bytes] = {}
         self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
+        self._helpers: dict[int, int] = {}  # chunk -> helper the switch last named
         self.duties: dict[int, HelperDuty] = {}
         self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
         self._plan = RoundPlan()  # the plan of the latest round, for duties between calls
@@ -181,13 +183,15 @@ class Transport:
             poller.poll(max(0.0, min(wait, 0.5)) * 1000)
         self._expire_duties(time.monotonic())
 
-    def serve_idle(self, timeout: float) -> bool:
-        """Between calls: answer helper traffic and keep notices, for up to ``timeout`` s;
-        True if anything arrived."""
-        ready, _, _ = select.select([self.link.fileno()], [], [], timeout)
-        if ready:
+    def serve_idle(self, timeout: float, wake=None) -> bool:
+        """Between calls: answer helper traffic and keep notices, for up to ``timeout`` s or
+        until ``wake`` (a file descriptor) is readable; True if a frame arrived."""
+        fds = [self.link.fileno()] + ([wake] if wake is not None else [])
+        ready, _, _ = select.select(fds, [], [], timeout)
+        if self.link.fileno() in ready:
             self._drain(None, CallStats(), time.monotonic())
-        return bool(ready)
+            return True
+        return False
 
     def linger(self, quiet: float, limit: float) -> None:
         """Keep answering peers until the link has been quiet for ``quiet`` seconds (at most
@@ -220,7 +224,10 @@ class Transport:
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
         expired = np.nonzero((rnd.deadline[window] <= now) & ~rnd.done[window])[0] + lo
-        for j in expired:
+        # Chunks that time out together usually wait on the same late peer, not on losses:
+        # probe with the oldest few and give the others another RTO, rather than burst.
+        rnd.deadline[expired[_PROBE_BURST:]] = now + self.rto.rto
+        for j in expired[:_PROBE_BURST]:
             rnd.retries[j] += 1
             rnd.backoff[j] += 1
             stats.timeouts += 1
@@ -228,8 +235,14 @@ class Transport:
             if helper >= 0:
                 # Taken over: keep sending our contribution to the helper until the result
                 # comes. It adds each worker once, so this also covers a partial the helper
-                # never received, and a result it has to send again.
+                # never received, and a result it has to send again. A probe to the switch
+                # keeps us sure it is alive, and tells us if it now names another helper or
+                # holds the result.
                 self._to_helper(rnd, stats, j, helper)
+                probe = bytearray(rnd.frame(j))
+                probe[43] |= P.Flag.PROBE
+                self.link.send(probe)
+                stats.packets_sent += 1
             elif rnd.attempt[j]:
                 self._to_helper(rnd, stats, j, self._peer(rnd, j))  # result lost, no helpers
                 rnd.attempt[j] += 1
@@ -254,25 +267,30 @@ class Transport:
         """As a helper, ask the switch for the slots of chunks that have waited long enough
         and miss only stragglers; returns when to look again."""
         plan = rnd.plan
-        if self.worker not in plan.helpers or not plan.stragglers:
+        if self.worker not in plan.helpers:
             return np.inf
-        after = max(2 * self.rto.rto, 0.005)
+        after = max(2 * self.rto.rto, plan.takeover_after)
         window = np.arange(max(0, rnd.next_to_send - self.slots), rnd.next_to_send)
         waiting = window[~rnd.done[window] & (rnd.taken_by[window] < 0)]
         if not len(waiting):
             return np.inf
         straggler_bits = sum(1 << s for s in plan.stragglers)
+        me = plan.helpers.index(self.worker)
         next_look = np.inf
         for j in waiting:
             chunk = rnd.base + int(j)
-            if plan.helper(chunk) != self.worker:
+            # The chunk's helper acts first. The next one in duty order steps in later, should
+            # the first be slow, or be a straggler itself; the switch then names the second.
+            turn = (me - chunk) % len(plan.helpers)
+            if turn > 1:
                 continue
             asked = rnd.asked_takeover[j]
-            due = (rnd.sent_at[j] + after) if np.isnan(asked) else asked + self.rto.rto
+            due = (rnd.sent_at[j] + after * (1 + 2 * turn)) if np.isnan(asked) \
+                else asked + self.rto.rto
             if due > now:
                 next_look = min(next_look, due)
                 continue
-            if int(rnd.missing[j]) & ~straggler_bits:
+            if straggler_bits and int(rnd.missing[j]) & ~straggler_bits:
                 continue  # a leading worker is missing: loss, not a straggler; let it retry
             self._send_control(P.Op.TAKEOVER, chunk)
             rnd.asked_takeover[j] = now
@@ -297,15 +315,25 @@ class Transport:
                 self._maybe_complete(duty, stats)
             return
         frame = bytearray(rnd.frame(j))
-        frame[0:6] = self.peers[helper].mac_raw
-        frame[30:34] = self.peers[helper].ip_raw
-        frame[36:38] = self.peers[helper].port.to_bytes(2, "big")
         frame[42] = (P.VERSION << 4) | P.Op.HELPER_DATA
         frame[43] = (frame[43] | P.Flag.PROBE) if probe else (frame[43] & ~P.Flag.PROBE & 0xFF)
-        _fix_ip_checksum(frame)
+        self._address(frame, helper)
         self.link.send(frame)
         stats.packets_sent += 1
         stats.helper_data += 1
+
+    def _forward(self, frame: memoryview, helper: int) -> None:
+        out = bytearray(frame)
+        self._address(out, helper)
+        self.link.send(out)
+
+    def _address(self, frame: bytearray, worker: int) -> None:
+        """Point a frame at a peer (MAC, IP, UDP port) and fix its IPv4 checksum."""
+        peer = self.peers[worker]
+        frame[0:6] = peer.mac_raw
+        frame[30:34] = peer.ip_raw
+        frame[36:38] = peer.port.to_bytes(2, "big")
+        _fix_ip_checksum(frame)
 
     def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
         header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
@@ -340,6 +368,10 @@ class Transport:
         if op == P.Op.HELPER_DATA:
             self._helper_data(stats, chunk, worker, flags, frame, exp, scale)
             return True
+        if op == P.Op.PARTIAL:
+            self._helpers[chunk] = worker
+            if len(self._helpers) > _EARLY_LIMIT:
+                self._helpers.pop(next(iter(self._helpers)))
         if op == P.Op.PARTIAL and worker == self.worker:
             duty = self._duty(chunk, rnd.plan if rnd is not None else self._plan)
             duty.add_partial(_lanes(frame), bitmap, exp, scale)
@@ -449,6 +481,10 @@ class Transport:
             self._send_result(duty)  # the sender missed the result: send it again
             return
         if self._resend_known_result(chunk):
+            return
+        helper = self._helpers.get(chunk)
+        if duty is None and helper is not None and helper != self.worker:
+            self._forward(frame, helper)  # the sender missed who took the chunk over
             return
         if flags & P.Flag.PROBE:
             return  # only asks for a result we do not have yet

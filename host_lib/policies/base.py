@@ -1,0 +1,128 @@
+"""The interface every straggler policy implements, and the plan it produces.
+
+Each iteration every worker asks its policy for the :class:`IterationPlan` of that iteration, from
+the same :class:`StepHistory` (every worker's compute time and sample count of every earlier
+iteration, shared through the torch.distributed store by :mod:`host_lib.policies.exchange`).
+Policies are deterministic functions of that history, so every worker computes the same plan
+without any further coordination.
+
+A plan says, per worker, how many samples of the global batch it computes (``shares``), whether
+its gradient is summed (``contributors``), what the switch waits for (in-band ``fanin``), and
+whether leading workers may take stragglers' slots over (``helpers``). Gradients are always
+*sums* of per-sample gradients, divided after aggregation by the number of samples actually
+summed in each block, so any split of the batch, any exclusion and any k-of-n completion yields
+the mean over the samples that entered the update.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from host_lib.takeover import RoundPlan
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    iteration: int
+    shares: tuple[int, ...]  # samples of the global batch per worker (consecutive slices)
+    contributors: int  # bitmap of the workers whose gradients are summed
+    fanin: int = 0  # contributions the switch waits for (0: the job's fan-in)
+    helpers: tuple[int, ...] = ()  # leading workers that may take slots over, in duty order
+    stragglers: frozenset[int] = frozenset()
+    takeover_after: float = 0.0  # seconds a chunk waits before its helper takes it over
+    note: str = ""  # why, for logs
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.shares)
+
+    def contributes(self, worker: int) -> bool:
+        return bool(self.contributors >> worker & 1)
+
+    def weights(self) -> list[float]:
+        """Per worker, the samples its contribution sums: the normaliser of the aggregate."""
+        return [float(s) if self.contributes(w) else 0.0 for w, s in enumerate(self.shares)]
+
+    def round_plan(self, worker: int) -> RoundPlan:
+        """How ``worker``'s transport takes part in this iteration's allreduce calls."""
+        return RoundPlan(contribute=self.contributes(worker), fanin=self.fanin,
+                         helpers=self.helpers, stragglers=self.stragglers,
+                         expected=self.contributors, takeover_after=self.takeover_after)
+
+
+def even_shares(total: int, workers: int) -> tuple[int, ...]:
+    base, extra = divmod(total, workers)
+    return tuple(base + (1 if i < extra else 0) for i in range(workers))
+
+
+def proportional_shares(total: int, weights, minimum: int = 1) -> tuple[int, ...]:
+    """Integer shares of ``total`` proportional to ``weights`` (largest remainder), each at
+    least ``minimum`` (taken from the largest shares)."""
+    weights = np.asarray(weights, np.float64)
+    n = len(weights)
+    if total < minimum * n:
+        raise ValueError(f"cannot give {n} workers {minimum} of {total} samples each")
+    ideal = total * weights / weights.sum()
+    shares = np.floor(ideal).astype(int)
+    for i in np.argsort(-(ideal - shares))[:total - shares.sum()]:
+        shares[i] += 1
+    while shares.min() < minimum:
+        shares[shares.argmin()] += 1
+        shares[shares.argmax()] -= 1
+    return tuple(int(s) for s in shares)
+
+
+@dataclass
+class StepHistory:
+    """Every worker's compute time (s) and samples, per iteration so far."""
+
+    n_workers: int
+    compute_s: list[np.ndarray] = field(default_factory=list)
+    samples: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, compute_s, samples) -> None:
+        self.compute_s.append(np.asarray(compute_s, np.float64))
+        self.samples.append(np.asarray(samples, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.compute_s)
+
+    def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The last k iterations: (compute_s, samples), each (k', n_workers)."""
+        k = min(k, len(self))
+        if not k:
+            empty = np.zeros((0, self.n_workers))
+            return empty, empty
+        return np.stack(self.compute_s[-k:]), np.stack(self.samples[-k:])
+
+
+class Policy(ABC):
+    """A straggler policy: from the shared history, the plan of the next iteration."""
+
+    name: str = "policy"
+
+    def __init__(self, n_workers: int, global_batch: int):
+        self.n_workers = n_workers
+        self.global_batch = global_batch
+
+    @abstractmethod
+    def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
+        """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1."""
+
+    def everyone(self, iteration: int, note: str = "") -> IterationPlan:
+        """Every worker computes an even share and contributes (plain synchronous SGD)."""
+        return IterationPlan(iteration, even_shares(self.global_batch, self.n_workers),
+                             (1 << self.n_workers) - 1, note=note)
+
+
+class Synchronous(Policy):
+    """No straggler handling: even shares, every worker contributes, the switch waits for all
+    (plain in-network aggregation, and the gloo baseline)."""
+
+    name = "synchronous"
+
+    def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
+        return self.everyone(iteration)
