@@ -207,7 +207,9 @@ class Transport:
         chunk already taken over goes to its helper instead."""
         j = rnd.next_to_send
         while j < rnd.n and (j < self.slots or rnd.resolved(j - self.slots)):
-            if rnd.taken_by[j] >= 0:
+            if rnd.done[j]:
+                pass  # its result came before we got here (k-of-n): nothing to send
+            elif rnd.taken_by[j] >= 0:
                 self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
             else:
                 self.link.send(rnd.frame(j))
