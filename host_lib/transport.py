@@ -160,7 +160,7 @@ class Transport:
         for chunk in [c for c in self._notices if rnd.index(c) is not None]:
             rnd.taken_by[rnd.index(chunk)] = self._notices.pop(chunk)
         if not rnd.plan.contribute:  # sit out: wait for results, probe if they do not come
-            rnd.frames["flags"] |= P.Flag.PROBE
+            rnd.frames["flags"] |= int(P.Flag.PROBE)  # an IntFlag would not cast to uint8
             rnd.sent_at[:] = now
             rnd.deadline[:] = now + max(4 * self.rto.rto, _WAIT_PROBE)
             rnd.next_to_send = rnd.n
