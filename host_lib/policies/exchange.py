@@ -4,10 +4,17 @@ Each worker publishes its compute time and sample count for an iteration as soon
 ends (before its gradients are communicated), and, before planning iteration i, collects every
 worker's record of iteration i - 1. A worker that contributed to i - 1 necessarily published
 before the aggregation of i - 1 could complete, and a worker that sat i - 1 out publishes at its
-start, so collecting almost never waits. Old keys are deleted as they go out of use.
+start, so collecting almost never waits. A record also carries the worker's communication time
+of the iteration before it (known only once that iteration ended). Old keys are deleted as they
+go out of use.
+
+A counter per iteration says how many workers have finished computing it, so that a worker that
+is late can tell whether the switch will still want its contribution (k-of-n).
 """
 
 from __future__ import annotations
+
+import math
 
 from host_lib.policies.base import StepHistory
 
@@ -26,10 +33,24 @@ class StepTimeExchange:
     def _key(self, iteration: int, rank: int) -> str:
         return f"{self.prefix}/{iteration}/{rank}"
 
-    def publish(self, iteration: int, compute_s: float, samples: int) -> None:
-        self.store.set(self._key(iteration, self.rank), f"{compute_s!r} {samples}")
+    def _finished_key(self, iteration: int) -> str:
+        return f"{self.prefix}/{iteration}/finished"
+
+    def publish(self, iteration: int, compute_s: float, samples: int,
+                previous_comm_s: float = math.nan) -> None:
+        """This worker's record of ``iteration``, with its communication time of the previous
+        iteration."""
+        self.store.set(self._key(iteration, self.rank),
+                       f"{compute_s!r} {samples} {previous_comm_s!r}")
+        self.store.add(self._finished_key(iteration), 1)
         if iteration >= _KEEP:
             self.store.delete_key(self._key(iteration - _KEEP, self.rank))
+            if self.rank == 0:
+                self.store.delete_key(self._finished_key(iteration - _KEEP))
+
+    def finished(self, iteration: int) -> int:
+        """How many workers have published their record of ``iteration`` so far."""
+        return int(self.store.add(self._finished_key(iteration), 0))
 
     def collect(self, iteration: int) -> StepHistory:
         """The history through ``iteration``, fetching every record not yet known."""
@@ -37,4 +58,6 @@ class StepTimeExchange:
             it = len(self.history)
             values = [self.store.get(self._key(it, r)).decode().split() for r in range(self.world)]
             self.history.add([float(v[0]) for v in values], [int(v[1]) for v in values])
+            if it:
+                self.history.add_comm([float(v[2]) for v in values])
         return self.history
