@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from host_lib.policies.base import Policy, Synchronous
+from host_lib.policies.boa import Boa
+from host_lib.policies.dpar import Dpar
+from host_lib.policies.k_of_n import KOfN
+from host_lib.policies.partial_reduce import PartialReduce
 from host_lib.policies.sa_atp import SaAtp
 
 POLICIES = {
     "synchronous": lambda n, b: Synchronous(n, b),
     "sa-atp-takeover": lambda n, b: SaAtp(n, b, takeover=True, compute_help=False),
     "sa-atp": lambda n, b: SaAtp(n, b, takeover=True, compute_help=True),
+    "dpar": lambda n, b: Dpar(n, b),
+    "boa": lambda n, b: Boa(n, b),
+    "partial-reduce": lambda n, b: PartialReduce(n, b),
+    "k-of-n": lambda n, b: KOfN(n, b),
 }
 
 

@@ -1,0 +1,79 @@
+"""The exact integer min-max batch split (BOA's program):
+
+    minimise  max_i t_i(b_i)   over integers b_i,  t_i(b) = a_i b + c_i (b > 0),  t_i(0) = 0,
+    subject to  sum_i b_i = B,  lo_i <= b_i <= hi_i.
+
+Let cap_i(T) be the largest b_i in [lo_i, hi_i] with t_i(b_i) <= T; the optimal makespan T* is
+the least T with sum_i cap_i(T) >= B. Bisection on T finds some feasible T >= T*; taking
+b_i = cap_i(T) and then removing the surplus one sample at a time, always from the worker whose
+t_i(b_i) is largest, is exact whatever T the bisection stopped at: every sample whose time
+exceeds T* is among the largest, and there are at most sum_i cap_i(T) - sum_i cap_i(T*) <=
+surplus of them, so all of them go and the makespan ends at T*. Bisection only shortens that
+repair. Every comparison uses the same t_i, so floating point cannot make it pick a split that
+is worse than another integer split by its own measure.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+_BISECTIONS = 60
+
+
+def min_max_split(a, c, total: int, lo=None, hi=None) -> tuple[int, ...]:
+    """Integer batch sizes minimising the largest t_i(b_i); ``a`` must be positive."""
+    a = np.asarray(a, np.float64)
+    c = np.asarray(c, np.float64)
+    n = len(a)
+    lo = np.zeros(n, np.int64) if lo is None else np.broadcast_to(np.asarray(lo, np.int64), n)
+    hi = np.full(n, total, np.int64) if hi is None else np.broadcast_to(np.asarray(hi, np.int64), n)
+    if (a <= 0).any() or not np.isfinite(a).all() or not np.isfinite(c).all():
+        raise ValueError(f"step-time slopes must be positive and finite, got a={a}, c={c}")
+    if (lo > hi).any() or lo.sum() > total or hi.sum() < total:
+        raise ValueError(f"no split of {total} samples within bounds {lo.tolist()}..{hi.tolist()}")
+
+    def t(i: int, b: int) -> float:
+        return float(a[i] * b + c[i]) if b > 0 else 0.0
+
+    def capacity(i: int, limit: float) -> int:
+        b = int(min(hi[i], max(lo[i], math.floor((limit - c[i]) / a[i]))))
+        while b < hi[i] and t(i, b + 1) <= limit:
+            b += 1
+        while b > lo[i] and t(i, b) > limit:
+            b -= 1
+        return b
+
+    def fits(limit: float) -> bool:
+        return sum(capacity(i, limit) for i in range(n)) >= total
+
+    low = max(t(i, int(lo[i])) for i in range(n))
+    high = max(t(i, int(hi[i])) for i in range(n))
+    if fits(low):
+        high = low
+    for _ in range(_BISECTIONS):
+        mid = (low + high) / 2
+        if not low < mid < high:
+            break
+        if fits(mid):
+            high = mid
+        else:
+            low = mid
+    b = [capacity(i, high) for i in range(n)]
+    heap = [(-t(i, b[i]), -i) for i in range(n) if b[i] > lo[i]]
+    heapq.heapify(heap)
+    for _ in range(sum(b) - total):
+        _, neg = heapq.heappop(heap)
+        i = -neg
+        b[i] -= 1
+        if b[i] > lo[i]:
+            heapq.heappush(heap, (-t(i, b[i]), neg))
+    return tuple(b)
+
+
+def makespan(a, c, shares) -> float:
+    """max_i t_i(b_i) of a split."""
+    return max((float(ai * b + ci) if b > 0 else 0.0) for ai, ci, b in zip(a, c, shares,
+                                                                           strict=True))

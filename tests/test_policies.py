@@ -1,0 +1,352 @@
+"""Straggler policies from the literature (DESIGN.md §4), decided on synthetic timing traces:
+DPAR's exclusion and readmission, BOA's exact min-max split, Partial-Reduce's groups, k-of-n's
+fan-in. The traces follow the emulated compute of the training runs: worker w takes
+``slowdown(it, w) * (a b + c)`` seconds for b samples (the H100 ResNet-50 fit), and every
+iteration costs a fixed communication time on top of its slowest contributor."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from host_lib.policies.base import IterationPlan, StepHistory
+from host_lib.policies.boa import Boa, fit_line
+from host_lib.policies.dpar import Dpar
+from host_lib.policies.k_of_n import KOfN, sign_flips
+from host_lib.policies.minmax import makespan, min_max_split
+from host_lib.policies.partial_reduce import PartialReduce
+from host_lib.policies.registry import POLICIES, make_policy
+
+A, C = 0.000367, 0.0104  # seconds per sample and per step
+COMM = 0.010  # seconds of communication per iteration
+N, B = 4, 256
+
+
+def step_time(slowdown: float, samples, rng=None, jitter: float = 0.0) -> np.ndarray:
+    b = np.asarray(samples, np.float64)
+    t = slowdown * (A * b + C)
+    if jitter:
+        t = t * np.exp(rng.normal(0, jitter, t.shape))
+    return np.where(b > 0, t, 0.0)
+
+
+def run_synchronous(policy, slowdown, iterations: int, jitter: float = 0.0, seed: int = 0):
+    """Drive a policy whose workers compute and deliver in the same iteration; returns the
+    plans and each iteration's length (the slowest contributor, plus communication)."""
+    rng = np.random.default_rng(seed)
+    history, plans, lengths = StepHistory(N), [], []
+    previous_comm = None
+    for it in range(iterations):
+        plan = policy.plan(it, history)
+        factors = np.array([slowdown(it, w) for w in range(N)])
+        times = step_time(factors, plan.shares, rng, jitter)
+        history.add(times, plan.shares)
+        if previous_comm is not None:  # the exchange learns it one iteration late
+            history.add_comm(previous_comm)
+        length = times.max() + COMM
+        previous_comm = length - times
+        plans.append(plan)
+        lengths.append(length)
+    return plans, np.array(lengths)
+
+
+def run_delayed(policy, slowdown, iterations: int):
+    """Drive a policy whose gradients may take several iterations (Partial-Reduce): a worker
+    starts a gradient when its share is non-zero and delivers it when it contributes; the
+    iteration lasts until its last member's gradient is ready, plus communication."""
+    history, plans, lengths = StepHistory(N), [], []
+    now, ready, started, samples = 0.0, [None] * N, [None] * N, [0] * N
+    previous_comm = None
+    for it in range(iterations):
+        plan = policy.plan(it, history)
+        for w, share in enumerate(plan.shares):
+            if share:
+                assert ready[w] is None, f"worker {w} started a gradient while busy"
+                started[w], samples[w] = now, share
+                ready[w] = now + float(step_time(slowdown(it, w), [share])[0])
+        members = [w for w in range(N) if plan.contributes(w)]
+        assert all(ready[w] is not None for w in members), "a member has no gradient"
+        end = max([now] + [ready[w] for w in members])
+        times = [ready[w] - started[w] if w in members else 0.0 for w in range(N)]
+        history.add(times, [samples[w] if w in members else 0 for w in range(N)])
+        if previous_comm is not None:
+            history.add_comm(previous_comm)
+        length = end - now + COMM
+        previous_comm = [now + length - (ready[w] if w in members else now) for w in range(N)]
+        for w in members:
+            ready[w] = None
+        now += length
+        plans.append(plan)
+        lengths.append(length)
+    return plans, np.array(lengths)
+
+
+def straggler(factor: float, worker: int = 3, start: int = 0, stop: int = 10**9):
+    return lambda it, w: factor if (w == worker and start <= it < stop) else 1.0
+
+
+def excluded(plan: IterationPlan) -> frozenset[int]:
+    return frozenset(w for w in range(plan.n_workers) if not plan.contributes(w))
+
+
+# -- the interface ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_plans_a_consistent_split(name):
+    """Shares never exceed the global batch, weights are the contributors' (discounted)
+    samples, and the in-band fan-in, when set, is the number of contributions the switch
+    must wait for."""
+    policy = make_policy(name, N, B)
+    runner = run_delayed if policy.delays_gradients else run_synchronous
+    plans, _ = runner(policy, straggler(3.0), 30)
+    for plan in plans:
+        assert len(plan.shares) == N and min(plan.shares) >= 0
+        if not policy.delays_gradients:
+            assert sum(plan.shares) <= B
+        contributors = [w for w in range(N) if plan.contributes(w)]
+        assert contributors
+        weights = plan.weights()
+        assert all(weights[w] > 0 for w in contributors)
+        assert all(weights[w] == 0 for w in range(N) if w not in contributors)
+        assert 0 <= plan.fanin <= len(contributors)
+
+
+# -- DPAR ---------------------------------------------------------------------------------------
+
+
+def test_dpar_excludes_a_3x_straggler_and_readmits_it_after_recovery_without_flapping():
+    recovery = 100
+    plans, lengths = run_synchronous(Dpar(N, B), straggler(3.0, start=10, stop=recovery), 200,
+                                     jitter=0.03)
+    out = [3 in excluded(p) for p in plans]
+    first = out.index(True)
+    assert 10 < first <= 16  # once the detector calls it persistent
+    # Trials (one iteration back in) come after exclusions that double: 4, 8, 16, 32, ...
+    trials = [i for i in range(first, recovery) if not out[i]]
+    gaps = np.diff([first] + trials)
+    assert list(gaps[:3]) == [4, 9, 17]  # period, then the trial iteration itself
+    assert all(excluded(p) <= {3} for p in plans)
+    # After the recovery it is back within one exclusion period, and stays.
+    back = next(i for i in range(recovery, 200) if not out[i])
+    assert back <= recovery + 64
+    assert not any(out[back:])
+    # Waiting for it was avoided: iterations while it is excluded run at the others' pace.
+    fast = step_time(1.0, [64])[0] + COMM
+    assert np.median(lengths[first:recovery][np.array(out[first:recovery])]) < 1.1 * fast
+
+
+def test_dpar_normalises_by_the_contributors_and_shrinks_the_fanin():
+    plans, _ = run_synchronous(Dpar(N, B), straggler(3.0), 20)
+    plan = next(p for p in plans if excluded(p))
+    assert plan.shares == (64, 64, 64, 0)
+    assert plan.contributors == 0b0111 and plan.fanin == 3
+    assert plan.weights() == [64.0, 64.0, 64.0, 0.0]
+
+
+@pytest.mark.parametrize("jitter", [0.02, 0.05])
+def test_dpar_excludes_nobody_without_a_straggler(jitter):
+    plans, _ = run_synchronous(Dpar(N, B), straggler(1.0), 300, jitter=jitter, seed=3)
+    assert not any(excluded(p) for p in plans)
+
+
+def test_dpar_keeps_a_worker_whose_exclusion_would_cost_more_data_than_it_saves_time():
+    """1.25x slower: waiting costs 20 % of the iteration, excluding costs 25 % of the data."""
+    plans, _ = run_synchronous(Dpar(N, B), straggler(1.25), 100)
+    assert not any(excluded(p) for p in plans)
+
+
+def test_dpar_leaves_a_short_slowdown_alone():
+    plans, _ = run_synchronous(Dpar(N, B), straggler(3.0, start=20, stop=22), 60)
+    assert not any(excluded(p) for p in plans)
+
+
+# -- BOA ----------------------------------------------------------------------------------------
+
+
+def brute_force_makespan(a, c, total, lo, hi) -> float:
+    best = np.inf
+    for split in itertools.product(*(range(lo[i], hi[i] + 1) for i in range(len(a)))):
+        if sum(split) == total:
+            best = min(best, makespan(a, c, split))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_min_max_split_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 5))
+    total = int(rng.integers(n, 16))
+    a = rng.uniform(0.1, 3.0, n)
+    c = rng.uniform(0.0, 5.0, n) * rng.integers(0, 2, n)  # some intercepts zero
+    if seed % 5 == 0:
+        a[1] = a[0]  # ties
+        c[1] = c[0]
+    lo = rng.integers(0, 2, n)
+    hi = np.maximum(lo, rng.integers(total // n, total + 1, n))
+    if hi.sum() < total:
+        hi[0] += total - hi.sum()
+    split = min_max_split(a, c, total, lo, hi)
+    assert sum(split) == total
+    assert all(lo[i] <= split[i] <= hi[i] for i in range(n))
+    assert makespan(a, c, split) == brute_force_makespan(a, c, total, lo, hi)
+
+
+def greedy_split(a, c, total, lo) -> list[int]:
+    """An independent exact reference for large instances: hand out samples one at a time,
+    each to the worker whose time after taking it is smallest (optimal for a min-max of
+    increasing costs, by an exchange argument)."""
+    b = list(lo)
+    for _ in range(total - sum(b)):
+        i = min(range(len(a)), key=lambda i: (a[i] * (b[i] + 1) + c[i], i))
+        b[i] += 1
+    return b
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_min_max_split_matches_greedy_on_large_instances(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(3, 9))
+    a, c = rng.uniform(1e-4, 1e-3, n), rng.uniform(0, 0.02, n)
+    total = int(rng.integers(100, 2000))
+    split = min_max_split(a, c, total, 1)
+    assert sum(split) == total
+    assert makespan(a, c, split) == makespan(a, c, greedy_split(a, c, total, [1] * n))
+
+
+def test_min_max_split_rejects_impossible_bounds():
+    with pytest.raises(ValueError):
+        min_max_split([1.0, 1.0], [0.0, 0.0], 5, lo=[0, 0], hi=[2, 2])
+    with pytest.raises(ValueError):
+        min_max_split([1.0, 0.0], [0.0, 0.0], 5)
+
+
+def test_fit_line_recovers_a_line_and_refuses_a_single_batch_size():
+    b = np.array([10, 20, 40])
+    assert fit_line(b, 0.5 * b + 3) == pytest.approx((0.5, 3.0))
+    assert fit_line(np.array([32, 32]), np.array([1.0, 1.1])) is None
+
+
+def optimum_for(speeds) -> float:
+    a, c = A * np.asarray(speeds), C * np.asarray(speeds)
+    return makespan(a, c, min_max_split(a, c, B, 1))
+
+
+@pytest.mark.parametrize("factor", [2.0, 3.0])
+def test_boa_reaches_the_exact_min_max_split_of_the_true_models(factor):
+    speeds = np.array([1.0, 1.0, 1.0, factor])
+    plans, lengths = run_synchronous(Boa(N, B), lambda it, w: speeds[w], 6)
+    first, final = plans[1], plans[-1]
+    assert first.shares[3] < first.shares[0]  # proportional from the start (c unknown yet)
+    assert sum(final.shares) == B and final.contributors == 0b1111
+    assert final.weights() == [float(s) for s in final.shares]  # divided by B
+    assert makespan(A * speeds, C * speeds, final.shares) == pytest.approx(optimum_for(speeds))
+    assert lengths[-1] - COMM == pytest.approx(optimum_for(speeds))
+
+
+def test_boa_handles_three_speed_classes():
+    speeds = np.array([1.0, 1.0, 1.6, 2.5])
+    plans, _ = run_synchronous(Boa(N, B), lambda it, w: speeds[w], 8)
+    assert makespan(A * speeds, C * speeds, plans[-1].shares) == pytest.approx(
+        optimum_for(speeds))
+
+
+def test_boa_re_solves_when_a_worker_recovers_and_not_for_jitter():
+    plans, _ = run_synchronous(Boa(N, B), straggler(3.0, stop=30), 60, jitter=0.02)
+    assert plans[25].shares[3] < 30
+    assert max(plans[-1].shares) - min(plans[-1].shares) <= 6  # back to about even
+    changes = sum(plans[i].shares != plans[i - 1].shares for i in range(40, 60))
+    assert changes <= 2
+
+
+def test_boa_keeps_even_shares_without_a_straggler():
+    plans, _ = run_synchronous(Boa(N, B), straggler(1.0), 50, jitter=0.03, seed=1)
+    assert all(max(p.shares) - min(p.shares) <= 4 for p in plans)
+
+
+# -- Partial-Reduce -----------------------------------------------------------------------------
+
+
+def deliveries(plans) -> dict[int, list[int]]:
+    return {w: [p.iteration for p in plans if p.contributes(w)] for w in range(N)}
+
+
+@pytest.mark.parametrize("speeds, kwargs", [
+    ([1.0, 1.0, 1.0, 3.0], {}),
+    ([1.0, 1.0, 1.0, 10.0], {}),
+    ([1.0, 1.0, 1.6, 2.5], {}),
+    ([1.0, 1.0, 1.0, 1.0], {"max_group": 2, "min_group": 1}),
+    ([1.0, 1.2, 5.0, 10.0], {"max_group": 2, "min_group": 1, "max_staleness": 3}),
+])
+def test_partial_reduce_never_starves_a_worker(speeds, kwargs):
+    policy = PartialReduce(N, B, **kwargs)
+    plans, _ = run_delayed(policy, lambda it, w: speeds[w], 120)
+    for w, its in deliveries(plans).items():
+        gaps = np.diff([-1] + its + [len(plans)])
+        assert gaps.max() <= policy.max_staleness + 1, f"worker {w} waited {gaps.max()}"
+    for plan in plans:
+        assert all(plan.discount(w) >= 1 / (1 + policy.max_staleness)
+                   for w in range(N) if plan.contributes(w))
+
+
+def test_partial_reduce_lets_the_fast_workers_run_at_their_pace():
+    plans, lengths = run_delayed(PartialReduce(N, B), straggler(3.0), 60)
+    fast = step_time(1.0, [64])[0] + COMM
+    assert np.median(lengths[5:]) < 1.1 * fast
+    slow = [p for p in plans[5:] if p.contributes(3)]
+    assert 60 / 3 - 8 <= len(slow) <= 60 / 3 + 2  # about every third iteration
+    assert all(p.discount(3) < 1 and p.fanin in (0, N) for p in slow)
+    assert all(p.contributors == 0b0111 and p.fanin == 3 for p in plans[5:]
+               if not p.contributes(3))
+
+
+def test_partial_reduce_is_synchronous_for_equal_workers():
+    plans, _ = run_delayed(PartialReduce(N, B), straggler(1.0), 20)
+    assert all(p.contributors == 0b1111 and p.weights() == [64.0] * N for p in plans)
+
+
+def test_partial_reduce_weights_are_discounted_samples():
+    plans, _ = run_delayed(PartialReduce(N, B), straggler(3.0), 20)
+    plan = next(p for p in plans[3:] if p.contributes(3))
+    tau = 1 / plan.discount(3) - 1
+    assert tau >= 1
+    assert plan.weights()[3] == pytest.approx(64 / (1 + tau))
+    assert plan.weights()[0] == 64.0
+
+
+# -- k-of-n -------------------------------------------------------------------------------------
+
+
+def test_k_of_n_waits_for_the_fastest_k_and_normalises_by_their_samples():
+    plan = KOfN(N, B, k=3).plan(0, StepHistory(N))
+    assert plan.fanin == 3 and plan.contributors == 0b1111
+    weights = np.array(plan.weights())
+    # The aggregator divides each block by the weights of the workers its bitmap names:
+    # with 3 of 4 summed, that is the mean over their 192 samples.
+    for bitmap in (0b0111, 0b1011, 0b1110):
+        bits = (bitmap >> np.arange(N)) & 1
+        assert bits @ weights == 192.0
+
+
+def test_k_of_n_grows_k_while_sign_flips_stay_high():
+    policy = KOfN(N, B, k=2, patience=5, flip_threshold=0.4)
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(1000)
+    for it in range(20):  # steady gradients: no flips
+        policy.observe(it, g + 0.01 * rng.standard_normal(1000))
+    assert policy.k == 2
+    for it in range(20, 24):  # four noisy rounds (fewer than patience), then a calm one
+        noise = rng.standard_normal(1000)
+        policy.observe(it, noise)
+    policy.observe(24, noise)
+    assert policy.k == 2 and policy.noisy_rounds == 0
+    for it in range(25, 60):  # pure noise: half the signs flip every round
+        policy.observe(it, rng.standard_normal(1000))
+    assert policy.k == N  # grew once per 5 noisy rounds, and stops at n
+    assert policy.plan(60, StepHistory(N)).fanin == N
+
+
+def test_sign_flips():
+    assert sign_flips(np.array([1.0, -1.0, 0.0, 2.0]), np.array([1.0, 1.0, 3.0, -0.5])) == 2 / 3
