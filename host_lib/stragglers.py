@@ -7,7 +7,8 @@ A worker's compute time per iteration is ``base_time * slowdown``, where
   size, ``t(b) = a * b + c``, from a measured profile (examples/profiles/h100_step_times.json,
   measured on an H100), so that 2-core experiments reflect GPU clusters;
 * ``slowdown`` comes from a :class:`SlowdownSchedule`: static factors per worker (a persistent
-  straggler), random transient slowdowns, or both.
+  straggler, or a heterogeneous cluster of speed classes, as GPUs of different generations),
+  random transient slowdowns, or both.
 
 Workers pad their real compute with a sleep up to the target time.
 """
@@ -69,15 +70,35 @@ class SlowdownSchedule:
         return False
 
     @classmethod
-    def parse(cls, text: str, **kwargs) -> SlowdownSchedule:
-        """'3x@1,2x@2' -> rank 1 three times slower, rank 2 twice; '' -> none."""
+    def parse(cls, text: str, classes: str = "", n_workers: int = 0,
+              **kwargs) -> SlowdownSchedule:
+        """'3x@1,2x@2' -> rank 1 three times slower, rank 2 twice; '' -> none. ``classes``
+        ('1,1.6,2.5') makes the ``n_workers`` ranks a heterogeneous cluster
+        (:func:`speed_classes`); a straggler's factor multiplies its class's."""
         static = {}
+        if classes:
+            static = speed_classes([float(f) for f in classes.split(",")], n_workers)
         for part in filter(None, (p.strip() for p in text.split(","))):
             factor, _, rank = part.partition("x@")
             if not rank:
                 raise ValueError(f"bad straggler spec {part!r}; expected like '3x@1'")
-            static[int(rank)] = float(factor)
+            static[int(rank)] = static.get(int(rank), 1.0) * float(factor)
         return cls(static=static, **kwargs)
+
+
+def speed_classes(factors: list[float], n_workers: int) -> dict[int, float]:
+    """Slowdown per rank of a cluster of ``len(factors)`` speed classes: the ranks are split
+    into contiguous classes as evenly as possible, the first classes taking the extra ranks
+    (4 ranks, factors 1, 1.6, 2.5: ranks 0 and 1 at 1, rank 2 at 1.6, rank 3 at 2.5)."""
+    if not 0 < len(factors) <= n_workers:
+        raise ValueError(f"need between 1 and {n_workers} speed classes, got {factors}")
+    base, extra = divmod(n_workers, len(factors))
+    out, rank = {}, 0
+    for i, factor in enumerate(factors):
+        for _ in range(base + (i < extra)):
+            out[rank] = factor
+            rank += 1
+    return out
 
 
 def pad_to(target_s: float, started: float) -> float:
