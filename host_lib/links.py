@@ -94,17 +94,19 @@ class RawEthernetLink:
 
 
 class ImpairedLink:
-    """Wraps a link and duplicates and reorders frames in both directions, with seeded
-    probabilities, for experiments and tests (this kernel has no netem). A reordered frame is
-    held back and released after the next few frames in the same direction."""
+    """Wraps a link and drops, duplicates and reorders frames in both directions, with seeded
+    probabilities, for experiments and tests (this kernel has no netem; the switch's drop
+    simulator loses frames per port, this loses them per worker). A reordered frame is held
+    back and released after the next few frames in the same direction."""
 
-    def __init__(self, link, duplicate: float = 0.0, reorder: float = 0.0, hold: int = 3,
-                 seed: int = 0):
+    def __init__(self, link, duplicate: float = 0.0, reorder: float = 0.0, drop: float = 0.0,
+                 hold: int = 3, seed: int = 0):
         import random
 
         self.link = link
         self.duplicate = duplicate
         self.reorder = reorder
+        self.drop = drop
         self.hold = hold
         self._rng = random.Random(seed)
         self._held_out: list[list] = []  # [frames to wait, frame]
@@ -121,6 +123,8 @@ class ImpairedLink:
             entry[0] -= 1
         out += [f for n, f in held if n <= 0]
         held[:] = [e for e in held if e[0] > 0]
+        if self._rng.random() < self.drop:
+            return out
         copies = 2 if self._rng.random() < self.duplicate else 1
         for _ in range(copies):
             if self._rng.random() < self.reorder:

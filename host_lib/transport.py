@@ -96,7 +96,7 @@ class Round:
         self.done = np.zeros(self.n, bool)
         self.taken_by = np.full(self.n, -1, np.int16)  # helper of a taken-over chunk
         self.included = np.zeros(self.n, bool)  # the switch's sum holds our contribution
-        self.attempt = np.zeros(self.n, np.int8)  # which peer we ask for a lost result
+        self.attempt = np.zeros(self.n, np.int32)  # which peer we ask for a lost result
         self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
         self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
         self.sums = np.zeros((self.n, P.LANES), np.int32)
@@ -246,7 +246,7 @@ class Transport:
                 self.link.send(probe)
                 stats.packets_sent += 1
             elif rnd.attempt[j]:
-                self._to_helper(rnd, stats, j, self._peer(rnd, j))  # result lost, no helpers
+                self._to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
                 rnd.attempt[j] += 1
             else:
                 # Ask the switch again: it answers with the result, or says where the chunk is.
@@ -311,9 +311,7 @@ class Transport:
             if duty.result is not None:
                 self._send_result(duty)  # our own result got lost: have the switch resend it
             elif not probe:
-                f = rnd.frames[j]
-                duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]),
-                                int(f["scale"]))
+                self._add_own(duty, rnd, j)
                 self._maybe_complete(duty, stats)
             return
         frame = bytearray(rnd.frame(j))
@@ -326,6 +324,7 @@ class Transport:
 
     def _forward(self, frame: memoryview, helper: int) -> None:
         out = bytearray(frame)
+        out[43] |= P.Flag.COPY
         self._address(out, helper)
         self.link.send(out)
 
@@ -370,8 +369,8 @@ class Transport:
         if op == P.Op.HELPER_DATA:
             self._helper_data(stats, chunk, worker, flags, frame, exp, scale)
             return True
-        if op == P.Op.PARTIAL:
-            self._helpers[chunk] = worker
+        if op == P.Op.PARTIAL or (op == P.Op.BOUNCE and reason == P.Bounce.TAKEN):
+            self._helpers[chunk] = worker  # the switch names the chunk's helper
             if len(self._helpers) > _EARLY_LIMIT:
                 self._helpers.pop(next(iter(self._helpers)))
         if op == P.Op.PARTIAL and worker == self.worker:
@@ -413,13 +412,23 @@ class Transport:
         elif reason == P.Bounce.TAKEN:
             self._taken(rnd, stats, j, worker, False)
         elif reason == P.Bounce.STALE:
-            # The slot moved on: the chunk was taken over, or completed without us, and the
-            # news missed us. Its helper has it; without helpers, every other worker does.
-            helper = rnd.plan.helper(rnd.base + j)
-            if helper is None:
-                rnd.attempt[j] = max(1, rnd.attempt[j])
+            # The slot moved on: the chunk was taken over (and the slot reused), or completed
+            # without us (perhaps by a second helper, while we are one), and the news missed
+            # us. Its helper has it: the one we heard of, else the designated one. After that
+            # (or when that would be ourselves, or without helpers) every other worker in turn
+            # gets our contribution: each keeps its recent results and forwards to a helper it
+            # heard of, and one of them is the helper.
+            chunk = rnd.base + j
+            helper = self._helpers.get(chunk, int(rnd.taken_by[j]))
+            if helper < 0:
+                helper = rnd.plan.helper(chunk)
+            if helper == self.worker:
+                self._to_helper(rnd, stats, j, helper)  # ours may be all our duty misses
+            if helper is None or helper == self.worker or rnd.attempt[j]:
+                rnd.attempt[j] += 1
                 self._to_helper(rnd, stats, j, self._peer(rnd, j))
             else:
+                rnd.attempt[j] = 1
                 self._taken(rnd, stats, j, helper, False)
         elif reason == P.Bounce.SCALE_MISMATCH:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
@@ -446,7 +455,7 @@ class Transport:
         elif j < rnd.next_to_send:
             self._to_helper(rnd, stats, j, helper)
         rnd.backoff[j] = 0
-        rnd.deadline[j] = now + max(4 * self.rto.rto, _WAIT_PROBE)
+        rnd.deadline[j] = now + min(self.rto.maximum, max(4 * self.rto.rto, _WAIT_PROBE))
 
     def _result(self, rnd: Round, stats: CallStats, j: int, frame: memoryview, bitmap: int,
                 count: int, exp: int, now: float) -> None:
@@ -486,19 +495,37 @@ class Transport:
             return
         helper = self._helpers.get(chunk)
         if duty is None and helper is not None and helper != self.worker:
-            self._forward(frame, helper)  # the sender missed who took the chunk over
+            # The switch named another helper and the sender missed that. A forwarded copy is
+            # marked COPY and never forwarded again, so frames cannot circle between workers
+            # whose news of the helper differ.
+            if not flags & P.Flag.COPY:
+                self._forward(frame, helper)
             return
         if flags & P.Flag.PROBE:
             return  # only asks for a result we do not have yet
-        if duty is None:  # we are a replacement helper, or the partial is still on its way
+        if duty is None:
+            if self._plan.helper(chunk) != self.worker and helper != self.worker:
+                return  # asked as a peer, and we know of no helper: the sender asks the next
+            # We are the designated helper and the partial is still on its way, or we missed
+            # it: (re)ask the switch, which re-sends it and names us. Should the slot have
+            # moved on meanwhile, the partial is gone, and every worker's own contribution
+            # completes the chunk instead: ours goes in now.
             duty = self._duty(chunk, self._plan)
             self._send_control(P.Op.TAKEOVER, chunk)
             stats.takeovers += 1
+            for rnd in self._recent:
+                j = rnd.index(chunk)
+                if j is not None and rnd.plan.contribute:
+                    self._add_own(duty, rnd, j)
         try:
             duty.add_direct(worker, _lanes(frame), exp, scale)
         except ValueError as exc:
             raise ProtocolError(str(exc)) from None
         self._maybe_complete(duty, stats)
+
+    def _add_own(self, duty: HelperDuty, rnd: Round, j: int) -> None:
+        f = rnd.frames[j]
+        duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]), int(f["scale"]))
 
     def _resend_known_result(self, chunk: int) -> bool:
         """If a recent round of ours holds chunk's result, have the switch multicast it again

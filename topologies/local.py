@@ -43,7 +43,7 @@ class WorkerContext:
     switch_udp: tuple[str, int]
     dist_port: int | None  # torch.distributed rendezvous port of the job, if any
     aggregator_options: dict
-    impairment: dict | None = None  # ImpairedLink options (duplicate, reorder, ...), if any
+    impairment: dict | None = None  # ImpairedLink options (drop, duplicate, reorder), if any
 
 
 class LocalCluster:
@@ -85,13 +85,15 @@ class LocalCluster:
         spec = self.jobs[job_id]
         dist_port = free_tcp_port() if distributed else None
         return [WorkerContext(spec, w.id, self.switch.udp_ports[w.port], dist_port,
-                              aggregator_options, impairment) for w in spec.workers]
+                              aggregator_options, _impairment_of(impairment, w.id))
+                for w in spec.workers]
 
     def start_workers(self, fn, args: dict[int, list], distributed: bool = False,
                       impairment: dict | None = None, **aggregator_options) -> WorkerGroup:
         """Start one process per worker of each job in ``args`` (job id -> one argument per
         worker); ``distributed`` gives each job a gloo process group and a fallback;
-        ``impairment`` duplicates and reorders frames on every worker's link."""
+        ``impairment`` drops, duplicates or reorders frames on the workers' links: options for
+        every worker, or ``{worker id: options}``."""
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
         procs = []
@@ -139,8 +141,9 @@ class WorkerGroup:
             except queue.Empty:
                 if time.monotonic() > deadline:
                     self.kill()
-                    raise WorkerFailed(f"workers {sorted(pending)} did not finish within "
-                                       f"{timeout} s") from None
+                    raise WorkerFailed("\n".join(errors + [
+                        f"workers {sorted(pending)} did not finish within {timeout} s"])
+                    ) from None
                 crashed = [(k, p.exitcode) for k, p in self.procs
                            if k in pending and p.exitcode not in (None, 0)]
                 if crashed:
@@ -152,6 +155,8 @@ class WorkerGroup:
                 out[key] = value
             else:
                 errors.append(f"worker {key}:\n{value}")
+                # the others likely wait for the one that failed: give them a moment, no more
+                deadline = min(deadline, time.monotonic() + 10)
         for _, p in self.procs:
             p.join(timeout=10)
         if errors:
@@ -162,6 +167,13 @@ class WorkerGroup:
         for _, p in self.procs:
             if p.is_alive():
                 p.kill()
+
+
+def _impairment_of(impairment: dict | None, worker: int) -> dict | None:
+    """ImpairedLink options for one worker: the same for all, or looked up by worker id."""
+    if not impairment or not all(isinstance(k, int) for k in impairment):
+        return impairment
+    return impairment.get(worker)
 
 
 def _worker_main(fn, ctx: WorkerContext, arg, results) -> None:
@@ -188,6 +200,6 @@ def _aggregator(ctx: WorkerContext):
     config = AggregatorConfig.from_spec(ctx.spec, ctx.worker, **ctx.aggregator_options)
     link = UdpTunnelLink(ctx.switch_udp)
     if ctx.impairment:
-        link = ImpairedLink(link, seed=ctx.worker, **ctx.impairment)
+        link = ImpairedLink(link, **{"seed": ctx.worker, **ctx.impairment})
     return SwitchAggregator(config, link, fallback)
 

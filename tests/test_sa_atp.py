@@ -1,0 +1,189 @@
+"""SA-ATP (DESIGN.md §4): straggler detection, slot takeover through the embedded switch with
+exact sums under loss and with a lossy or slow helper, and compute help that leaves the
+global-batch gradient unchanged."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from examples import digits
+from host_lib.policies.base import StepHistory
+from host_lib.policies.detection import StragglerDetector
+from host_lib.policies.sa_atp import SaAtp
+from host_lib.sampling import split
+from host_lib.takeover import RoundPlan
+from tests.quant_reference import AllreduceReference
+from topologies.local import LocalCluster, local_job
+
+# -- detection on synthetic traces -------------------------------------------------------------
+
+
+def trace(iterations: int, slowdown, jitter: float = 0.05, seed: int = 0, n: int = 4,
+          batch: int = 32) -> list[np.ndarray]:
+    """Per-iteration compute times: t = 22 ms * slowdown(it, worker) * lognormal jitter."""
+    rng = np.random.default_rng(seed)
+    return [np.array([0.022 * slowdown(it, w) for w in range(n)])
+            * np.exp(rng.normal(0, jitter, n)) for it in range(iterations)]
+
+
+def replay(times, batch: int = 32):
+    """Run the detector over a trace; per iteration, the detection after seeing it."""
+    history, detector, out = StepHistory(len(times[0])), StragglerDetector(), []
+    for t in times:
+        history.add(t, [batch] * len(t))
+        out.append(detector.assess(history))
+    return out
+
+
+@pytest.mark.parametrize("jitter", [0.02, 0.05, 0.10])
+def test_no_straggler_means_almost_no_false_positives(jitter):
+    detections = replay(trace(300, lambda it, w: 1.0, jitter=jitter, seed=int(jitter * 100)))
+    flagged = sum(len(d.flagged) for d in detections)
+    rate = flagged / (300 * 4)
+    print(f"jitter {jitter}: false-positive rate {rate:.4f}")
+    assert rate < 0.005
+    assert not any(d.persistent for d in detections)
+
+
+@pytest.mark.parametrize("factor", [1.5, 2.0, 3.0])
+def test_an_injected_straggler_is_caught_at_once_and_becomes_persistent(factor):
+    onset = 50
+    detections = replay(trace(80, lambda it, w: factor if (w == 3 and it >= onset) else 1.0))
+    first = next(i for i, d in enumerate(detections) if 3 in d.flagged)
+    persistent = next(i for i, d in enumerate(detections) if 3 in d.persistent)
+    print(f"{factor}x: flagged after {first - onset + 1} iteration(s), persistent after "
+          f"{persistent - onset + 1}")
+    assert first == onset  # detection latency: the very iteration it first shows
+    assert persistent <= onset + 3
+    assert all(d.flagged <= {3} for d in detections)
+    assert detections[-1].slowness[3] == pytest.approx(factor, rel=0.2)
+
+
+def test_a_one_off_slowdown_is_transient_not_persistent():
+    detections = replay(trace(40, lambda it, w: 3.0 if (w == 1 and it in (20, 21)) else 1.0))
+    assert detections[20].transient == {1} and detections[21].transient == {1}
+    assert not any(d.persistent for d in detections)
+    assert not detections[25].flagged
+
+
+def test_the_threshold_follows_normal_jitter():
+    calm = replay(trace(60, lambda it, w: 1.0, jitter=0.02))[-1]
+    noisy = replay(trace(60, lambda it, w: 1.0, jitter=0.15))[-1]
+    assert calm.threshold == pytest.approx(np.log(1.25))  # the floor
+    assert noisy.threshold > calm.threshold
+
+
+# -- compute help -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factor", [2.0, 3.0])
+def test_compute_help_equalises_compute_times(factor):
+    """With step times t_i(b) = s_i (a b + c) (the H100 ResNet-50 fit), the plans converge to
+    shares whose times are within 10 % of each other, matching the min-max optimum."""
+    a, c, batch, n = 0.000367, 0.0104, 256, 4
+    speed = np.array([1.0, 1.0, 1.0, factor])
+    policy, history = SaAtp(n, batch), StepHistory(n)
+    for it in range(40):
+        plan = policy.plan(it, history)
+        b = np.array(plan.shares)
+        history.add(speed * (a * b + c), b)
+    assert sum(plan.shares) == batch and plan.contributors == 0b1111
+    t = speed * (a * b + c)
+    assert t.max() / t.min() < 1.1
+    optimum = min(max(speed * (a * np.array([x, x, x, batch - 3 * x]) + c))
+                  for x in range(batch // 3 + 1) if batch - 3 * x >= 1)
+    assert t.max() <= 1.05 * optimum
+
+
+def test_compute_help_keeps_the_global_batch_gradient():
+    """Sum over unequal shares of per-worker gradient sums, divided by B, equals the
+    gradient of the mean loss over the whole global batch."""
+    xtr, ytr, _, _ = digits.load()
+    batch = np.arange(96)
+    shares = [30, 30, 30, 6]
+
+    def grads(idx) -> torch.Tensor:
+        net = digits.model(0)
+        loss = torch.nn.functional.cross_entropy(net(xtr[idx]), ytr[idx], reduction="sum")
+        loss.backward()
+        return torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+
+    total = sum(grads(part) for part in split(batch, shares)) / len(batch)
+    full = digits.model(0)
+    torch.nn.functional.cross_entropy(full(xtr[batch]), ytr[batch]).backward()
+    reference = torch.cat([p.grad.reshape(-1) for p in full.parameters()])
+    torch.testing.assert_close(total, reference, rtol=1e-5, atol=1e-6)
+
+
+# -- slot takeover through the switch -----------------------------------------------------------
+
+
+def inputs(worker: int, call: int, n: int) -> np.ndarray:
+    return (np.random.default_rng((worker, call)).standard_normal(n) * 0.1).astype(np.float32)
+
+
+def straggling_calls(agg, arg):
+    """Three calls; some workers start each one late (a straggler, or a slow helper)."""
+    elements, delays, helpers, stragglers = arg
+    plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers), takeover_after=0.01)
+    results, stats = [], []
+    for call in range(3):
+        time.sleep(delays.get(agg.config.worker, 0.0))
+        results.append(agg.allreduce(inputs(agg.config.worker, call, elements), tag="t",
+                                     plan=plan))
+        stats.append(agg.last_stats)
+    agg.close(linger=1.0)
+    return results, stats
+
+
+def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
+                 stragglers=(3,), loss=0.0, impairment=None, **aggregator_options):
+    delays = {3: 0.4} if delays is None else delays
+    with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
+        if loss:
+            cluster.controller.set_loss(loss)
+            cluster.controller.set_loss(loss, direction="egress")
+        results = cluster.run_workers(
+            straggling_calls, {1: [(elements, delays, helpers, stragglers)] * n},
+            impairment=impairment, timeout=300, **aggregator_options)
+    reference = AllreduceReference(n)
+    want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
+    for w in range(n):
+        for c in range(3):
+            np.testing.assert_array_equal(results[(1, w)][0][c], want[c],
+                                          err_msg=f"worker {w}, call {c}")
+    return {w: results[(1, w)][1] for w in range(n)}
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.01, 0.05])
+def test_takeover_gives_exact_sums_to_every_worker_under_loss(tmp_path, loss):
+    stats = run_takeover(tmp_path, loss=loss)
+    leaders = [s for w in (0, 1, 2) for s in stats[w]]
+    assert sum(s.takeovers for s in leaders) > 0
+    assert sum(s.helper_results for s in leaders) > 0
+    assert sum(s.helper_data for s in stats[3]) > 0  # the straggler sent straight to helpers
+    assert all(s.fallback is None for w in stats for s in stats[w])
+
+
+def test_takeover_survives_a_helper_that_loses_a_fifth_of_its_packets(tmp_path):
+    # a round trip to worker 1 fails one time in three: give it longer before it calls the
+    # switch dead
+    stats = run_takeover(tmp_path, impairment={1: {"drop": 0.2, "seed": 5}},
+                         silence_timeout=20.0)
+    assert sum(s.helper_results for s in stats[1]) > 0
+
+
+def test_a_slow_helper_is_replaced_by_the_next_one(tmp_path):
+    """Worker 1 starts every call late (but before the straggler): the next helper in duty order
+    takes over the chunks whose designated helper is 1."""
+    stats = run_takeover(tmp_path, delays={1: 0.2, 3: 0.5})
+    assert sum(s.helper_results for s in stats[2]) > sum(s.helper_results for s in stats[0])
+
+
+def test_an_undetected_straggler_among_the_helpers(tmp_path):
+    """Everyone is a helper and no straggler is known yet (a transient one): chunks whose
+    designated helper is the straggler itself are taken by the next helper."""
+    stats = run_takeover(tmp_path, helpers=(0, 1, 2, 3), stragglers=())
+    assert sum(s.takeovers for w in (0, 1, 2) for s in stats[w]) > 0
