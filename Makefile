@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test p4 p4-check bench lint clean
+.PHONY: setup run test p4 p4-check bench harness lint clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,11 @@ p4-check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+## Every aggregation method and straggler policy in one scenario matrix (docs/policies.md);
+## `make harness ARGS=--quick` for a smaller one.
+harness: $(STAMP)
+	$(PY) -m examples.harness $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

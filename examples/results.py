@@ -13,9 +13,9 @@ import numpy as np
 @dataclass
 class Run:
     name: str
-    iter_s: np.ndarray  # per iteration: the slowest rank's iteration time
-    t: np.ndarray  # per iteration: wall time since the start (rank 0)
-    accuracy: list[tuple[float, float]]  # (wall time, test accuracy), rank 0
+    iter_s: np.ndarray  # per iteration: how long the job took for it (see load_run)
+    t: np.ndarray  # per iteration: wall time since the start when it ended
+    accuracy: list[tuple[float, float]]  # (wall time, test accuracy of that iteration's model)
     compute_s: np.ndarray  # per iteration and rank
     fallback_calls: int
 
@@ -32,18 +32,28 @@ class Run:
 
 
 def load_run(name: str, log_dir: Path) -> Run:
+    """A run from its per-rank logs. An iteration ends when its update first exists on some
+    rank: with k-of-n a late worker may finish an iteration long after the others, and the
+    job's progress is the others'. Iteration times are the gaps between those ends (logs
+    without wall-clock ends fall back to the slowest rank's own iteration time)."""
     ranks = sorted(log_dir.glob("rank*.jsonl"), key=lambda p: int(p.stem[4:]))
     if not ranks:
         raise FileNotFoundError(f"no rank*.jsonl logs in {log_dir}")
     records = [[json.loads(line) for line in p.read_text().splitlines()] for p in ranks]
     n = min(len(r) for r in records)
-    iter_s = np.array([[r[i]["iter_s"] for r in records] for i in range(n)])
     compute = np.array([[r[i]["compute_s"] for r in records] for i in range(n)])
     rank0 = records[0][:n]
-    acc = [(rec["t"], rec["test_acc"]) for rec in rank0 if "test_acc" in rec]
+    if all("end" in r[i] for r in records for i in range(n)):
+        ends = np.array([[r[i]["end"] for r in records] for i in range(n)]).min(axis=1)
+        start = min(r[0]["end"] - r[0]["t"] for r in records)
+        t = ends - start
+        iter_s = np.diff(t, prepend=0.0)
+    else:
+        iter_s = np.array([[r[i]["iter_s"] for r in records] for i in range(n)]).max(axis=1)
+        t = np.array([rec["t"] for rec in rank0])
+    acc = [(float(t[i]), rec["test_acc"]) for i, rec in enumerate(rank0) if "test_acc" in rec]
     fallback = sum(rec.get("fallback", 0) for r in records for rec in r)
-    return Run(name, iter_s.max(axis=1), np.array([rec["t"] for rec in rank0]), acc, compute,
-               fallback)
+    return Run(name, iter_s, t, acc, compute, fallback)
 
 
 def table(runs: list[Run], target: float) -> str:
@@ -79,5 +89,142 @@ def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def summary(run: Run, target: float) -> dict:
+    """One run's numbers, as the harness's CSV and tables report them. The iteration-time
+    statistics leave out the first iteration, which compiles the quantizer and opens every
+    connection whatever the method (it still counts in the time to accuracy)."""
+    tta = run.time_to_accuracy(target)
+    steady = run.iter_s[1:] if len(run.iter_s) > 1 else run.iter_s
+    return {"iterations": len(run.iter_s),
+            "iter_mean_ms": round(float(steady.mean()) * 1e3, 2),
+            "iter_p50_ms": round(float(np.percentile(steady, 50)) * 1e3, 2),
+            "iter_p99_ms": round(float(np.percentile(steady, 99)) * 1e3, 2),
+            "time_to_target_s": None if tta is None else round(tta, 2),
+            "final_accuracy": round(run.final_accuracy, 4),
+            "total_s": round(float(run.t[-1]), 2),
+            "fallback_calls": run.fallback_calls}
+
+
+def write_csv(rows: list[dict], path: Path) -> Path:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def scenario_tables(rows: list[dict], target: float) -> str:
+    """Markdown: per scenario, every method's iteration times (ms), time to the target
+    accuracy (s) and final accuracy; the best iteration time and the best time to accuracy of
+    each scenario in bold, ratios to the scenario's first method."""
+    out = []
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        best_iter = min(r["iter_mean_ms"] for r in mine)
+        reached = [r["time_to_target_s"] for r in mine if r["time_to_target_s"] is not None]
+        best_tta = min(reached, default=None)
+        out += [f"### {scenario}: {mine[0]['scenario_description']}", "",
+                f"| method | iteration mean | p50 | p99 | vs {mine[0]['method']} | "
+                f"time to {target:.0%} (s) | final accuracy |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in mine:
+            mean = f"{r['iter_mean_ms']:.1f}"
+            if r["iter_mean_ms"] == best_iter:
+                mean = f"**{mean}**"
+            tta = r["time_to_target_s"]
+            tta_text = "not reached" if tta is None else f"{tta:.1f}"
+            if tta is not None and tta == best_tta:
+                tta_text = f"**{tta_text}**"
+            out.append(f"| {r['method']} | {mean} | {r['iter_p50_ms']:.1f} | "
+                       f"{r['iter_p99_ms']:.1f} | "
+                       f"{r['iter_mean_ms'] / mine[0]['iter_mean_ms']:.2f}x | {tta_text} | "
+                       f"{r['final_accuracy']:.3f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _colors(names: list[str]) -> dict[str, tuple]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {name: cmap(i % 10) for i, name in enumerate(names)}
+
+
+def plot_iteration_grid(runs: dict[str, list[Run]], path: Path, window: int = 5) -> Path:
+    """One panel per scenario: every method's iteration time per step (moving average over
+    ``window`` iterations, so that the lines stay readable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(r.name for rs in runs.values() for r in rs))
+    colors = _colors(methods)
+    cols = min(3, len(runs))
+    rows = -(-len(runs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
+    kernel = np.ones(window) / window
+    for ax, (scenario, scenario_runs) in zip(axes.flat, runs.items(), strict=False):
+        for r in scenario_runs:
+            smooth = np.convolve(r.iter_s * 1e3, kernel, mode="valid")
+            ax.plot(np.arange(len(smooth)) + window - 1, smooth, color=colors[r.name],
+                    label=r.name, linewidth=0.9)
+        ax.set_title(scenario, fontsize=10)
+        ax.set_xlabel("iteration", fontsize=8)
+        ax.set_ylabel("iteration time (ms)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(runs):]:
+        ax.axis("off")
+    handles = [plt.Line2D([], [], color=colors[m], label=m) for m in methods]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(methods), 8), fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_time_to_accuracy(rows: list[dict], path: Path, target: float) -> Path:
+    """Grouped bars: per scenario, each method's time to the target accuracy (a hatched bar
+    at the run's full length where it never got there)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    colors = _colors(methods)
+    width = 0.8 / len(methods)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.9 * len(scenarios)), 4.0))
+    for m, method in enumerate(methods):
+        for s, scenario in enumerate(scenarios):
+            row = next((r for r in rows if r["scenario"] == scenario and r["method"] == method),
+                       None)
+            if row is None:
+                continue
+            reached = row["time_to_target_s"] is not None
+            ax.bar(s + (m - (len(methods) - 1) / 2) * width,
+                   row["time_to_target_s"] if reached else row["total_s"], width,
+                   color=colors[method], hatch=None if reached else "//",
+                   alpha=1.0 if reached else 0.35, label=method if s == 0 else None)
+    ax.set_xticks(range(len(scenarios)), scenarios, fontsize=9)
+    ax.set_ylabel(f"time to {target:.0%} test accuracy (s)")
+    ax.set_title("hatched: not reached within the run (bar = the run's length)", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.legend(loc="lower center", ncol=min(len(methods), 8), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

@@ -8,14 +8,21 @@ per worker:
 Every iteration, each worker asks the policy for the iteration's plan (computed identically on
 every worker from the compute times all workers share through the torch.distributed store),
 computes the gradient *sum* over its share of the global batch, and the aggregate is divided by
-the number of samples it sums. Each rank writes one JSON line per iteration to
-``<log-dir>/rank<r>.jsonl``; rank 0 shows a progress bar.
+the number of samples it sums. Policies whose gradients may be delivered iterations after they
+were started (Partial-Reduce) run in a second mode without DDP: a worker starts a gradient when
+its share is non-zero, keeps computing while it sits iterations out, and delivers the gradient
+(scaled by its staleness discount) when the plan makes it a contributor.
+
+Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
+progress bar.
 """
 
 import argparse
 import json
+import math
 import os
 import time
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,6 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from examples import digits
 from host_lib.ddp_hook import sa_atp_hook
+from host_lib.policies.base import IterationPlan
 from host_lib.policies.exchange import StepTimeExchange
 from host_lib.policies.registry import POLICIES, make_policy
 from host_lib.sampling import GlobalBatchSampler, split
@@ -48,6 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--stragglers", default="", help="e.g. '3x@3': rank 3 three times slower")
+    p.add_argument("--speed-classes", default="",
+                   help="heterogeneous cluster, e.g. '1,1.6,2.5': ranks split into three "
+                        "contiguous classes, slowdown 1, 1.6 and 2.5")
     p.add_argument("--transient-prob", type=float, default=0.0,
                    help="per-iteration probability of a transient 3x slowdown per worker")
     p.add_argument("--profile", help="emulate the compute of this model (resnet50, vgg16, ...)")
@@ -75,8 +86,10 @@ def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[t
     return state.hook(bucket)
 
 
-def switch_hook_state(args, rank: int):
-    """Aggregator, link and hook state for this rank's worker of the job."""
+def switch_hook_state(args, rank: int, fallback: bool = True):
+    """Aggregator, link and hook state for this rank's worker of the job. Without
+    ``fallback`` the aggregator has no gloo fallback: its per-call agreement is a collective
+    that would hold every worker to the pace of the slowest."""
     from control_plane.jobs import load_spec
     from host_lib.aggregator import AggregatorConfig, SwitchAggregator
     from host_lib.ddp_hook import SaAtpHookState
@@ -91,7 +104,175 @@ def switch_hook_state(args, rank: int):
         ports = json.loads(args.udp_ports.read_text())
         host, port = ports[str(spec.worker(rank).port)]
         link = UdpTunnelLink((host, port))
-    return SaAtpHookState(SwitchAggregator(config, link, FallbackGroup.create()))
+    group = FallbackGroup.create() if fallback else None
+    return SaAtpHookState(SwitchAggregator(config, link, group))
+
+
+@dataclass
+class PendingGradient:
+    """A gradient under way (delayed-gradient policies): computed on the model of the
+    iteration it started in, ready once its emulated compute time has passed."""
+
+    samples: int
+    grad: torch.Tensor  # flat sum of per-sample gradients
+    loss: float
+    started: float  # perf_counter
+    compute_s: float
+
+
+@dataclass
+class StepResult:
+    compute_s: float
+    samples: int
+    loss: float
+    contributed: bool
+    comm_started: float  # perf_counter when this worker's compute ended
+
+
+class Trainer:
+    """One rank: model, data, emulated compute, and the communication its policy needs."""
+
+    def __init__(self, args, rank: int, world: int):
+        self.args, self.rank, self.world = args, rank, world
+        self.xtr, self.ytr, self.xte, self.yte = digits.load(args.seed)
+        self.net = digits.model(args.seed)
+        self.policy = make_policy(args.policy, world, args.global_batch)
+        self.switch = args.comm == "switch"
+        self.delayed = self.policy.delays_gradients
+        if self.switch:
+            self.state = switch_hook_state(args, rank,
+                                           fallback=not self.policy.abandons_late_work)
+        if not self.delayed:
+            self.ddp = DistributedDataParallel(self.net)
+            if self.switch:
+                self.ddp.register_comm_hook(self.state, sa_atp_hook)
+            else:
+                self.state = GlooSum()
+                self.ddp.register_comm_hook(self.state, gloo_hook)
+        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=args.lr, momentum=0.9)
+        self.sampler = GlobalBatchSampler(len(self.xtr), args.global_batch, args.seed)
+        self.schedule = SlowdownSchedule.parse(args.stragglers, classes=args.speed_classes,
+                                               n_workers=world,
+                                               transient_prob=args.transient_prob,
+                                               seed=args.seed)
+        self.profile = (StepTimeProfile.load(args.profile_file, args.profile) if args.profile
+                        else None)
+        self.exchange = StepTimeExchange(_get_default_store(), rank, world)
+        self.pending: PendingGradient | None = None
+        self.comm_s = math.nan  # this worker's communication time of the previous iteration
+
+    def plan(self, it: int) -> IterationPlan:
+        history = (self.exchange.collect(it - 1) if self.policy.uses_history
+                   else self.exchange.history)
+        return self.policy.plan(it, history)
+
+    def step(self, it: int, plan: IterationPlan) -> dict:
+        t0 = time.perf_counter()
+        result = (self.delayed_step(it, plan, t0) if self.delayed
+                  else self.synchronous_step(it, plan, t0))
+        end = time.perf_counter()
+        self.comm_s = end - result.comm_started
+        record = {"it": it, "rank": self.rank, "iter_s": end - t0, "end": time.time(),
+                  "compute_s": result.compute_s, "comm_s": self.comm_s,
+                  "slowdown": self.schedule.factor(self.rank, it), "samples": result.samples,
+                  "contributes": result.contributed, "loss": result.loss, "plan": plan.note}
+        if self.switch:
+            calls = self.state.drain_stats()
+            record.update(fallback=sum(1 for c in calls if c.fallback),
+                          retransmissions=sum(c.retransmissions for c in calls),
+                          taken=sum(c.taken for c in calls),
+                          helped=sum(c.helper_results for c in calls))
+        return record
+
+    def emulated(self, samples: int, it: int, real_s: float) -> float:
+        """Compute time of a step of ``samples``: the profile's GPU time (or the real time),
+        times this worker's slowdown."""
+        base = self.profile.time(samples) if self.profile else real_s
+        return base * self.schedule.factor(self.rank, it)
+
+    def synchronous_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
+        """Compute the share and aggregate it in DDP's backward pass (the comm hook)."""
+        round_plan = plan.round_plan(self.rank)
+        mine = self.samples(it, plan)
+        if self.overtaken(it, plan):
+            mine, round_plan = mine[:0], replace(round_plan, contribute=False)
+        if self.switch:
+            self.state.plan, self.state.weights = round_plan, plan.weights()
+        else:
+            self.state.divisor = float(sum(plan.weights()))
+        loss = torch.nn.functional.cross_entropy(self.ddp(self.xtr[mine]), self.ytr[mine],
+                                                 reduction="sum")
+        pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
+        compute = time.perf_counter() - t0
+        self.exchange.publish(it, compute, len(mine), self.comm_s)
+        comm_started = time.perf_counter()
+        loss.backward()  # the comm hook runs here
+        self.policy.observe(it, self.flat_grad().numpy())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return StepResult(compute, len(mine), float(loss.detach()) / max(1, len(mine)),
+                          round_plan.contribute, comm_started)
+
+    def samples(self, it: int, plan: IterationPlan):
+        """Our share of the iteration's global batch. Shares may add up to less than the
+        batch (excluded workers, workers still busy): the first samples are taken."""
+        batch = self.sampler.batch(it)[:sum(plan.shares)]
+        return split(batch, list(plan.shares))[self.rank]
+
+    def overtaken(self, it: int, plan: IterationPlan) -> bool:
+        """k-of-n: the switch completes each chunk with the first ``fanin`` contributions; if
+        that many workers have already computed this iteration, ours would come too late."""
+        return (self.switch and self.policy.abandons_late_work and plan.contributes(self.rank)
+                and self.exchange.finished(it) >= (plan.fanin or self.world))
+
+    def delayed_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
+        """Start a gradient if the plan gives us a share; deliver the one under way if it makes
+        us a contributor (waiting for its compute to end); otherwise sit the iteration out."""
+        if plan.shares[self.rank]:
+            mine = self.samples(it, plan)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(self.net(self.xtr[mine]), self.ytr[mine],
+                                                     reduction="sum")
+            loss.backward()
+            self.pending = PendingGradient(
+                len(mine), self.flat_grad(), float(loss.detach()) / len(mine), t0,
+                self.emulated(len(mine), it, time.perf_counter() - t0))
+        if plan.contributes(self.rank):
+            pending, self.pending = self.pending, None
+            pad_to(pending.compute_s, pending.started)
+            result = StepResult(pending.compute_s, pending.samples, pending.loss, True,
+                                time.perf_counter())
+            values = pending.grad * plan.discount(self.rank)
+        else:
+            result = StepResult(0.0, 0, math.nan, False, t0)
+            values = torch.zeros(sum(p.numel() for p in self.net.parameters()))
+        self.exchange.publish(it, result.compute_s, result.samples, self.comm_s)
+        total = self.reduce(values, plan)
+        offset = 0
+        for p in self.net.parameters():
+            p.grad = total[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        self.policy.observe(it, total.numpy())
+        self.optimizer.step()
+        return result
+
+    def reduce(self, values: torch.Tensor, plan: IterationPlan) -> torch.Tensor:
+        """The aggregate of the contributors' gradients, divided by their weights."""
+        if self.switch:
+            result, stats = self.state.aggregator.allreduce_async(
+                values.numpy(), weights=plan.weights(), tag="gradient",
+                plan=plan.round_plan(self.rank)).result()
+            self.state.record(stats)
+            return torch.from_numpy(result)
+        dist.all_reduce(values)  # a worker that sits out adds zeros
+        return values / sum(plan.weights())
+
+    def flat_grad(self) -> torch.Tensor:
+        return torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
+
+    def close(self) -> None:
+        if self.switch:
+            self.state.aggregator.close()
 
 
 def main(argv=None) -> None:
@@ -99,22 +280,7 @@ def main(argv=None) -> None:
     dist.init_process_group("gloo", timeout=timedelta(minutes=10))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
-    xtr, ytr, xte, yte = digits.load(args.seed)
-    net = digits.model(args.seed)
-    ddp = DistributedDataParallel(net)
-    if args.comm == "switch":
-        state = switch_hook_state(args, rank)
-        ddp.register_comm_hook(state, sa_atp_hook)
-    else:
-        state = GlooSum()
-        ddp.register_comm_hook(state, gloo_hook)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    sampler = GlobalBatchSampler(len(xtr), args.global_batch, args.seed)
-    schedule = SlowdownSchedule.parse(args.stragglers, transient_prob=args.transient_prob,
-                                      seed=args.seed)
-    profile = StepTimeProfile.load(args.profile_file, args.profile) if args.profile else None
-    policy = make_policy(args.policy, world, args.global_batch)
-    exchange = StepTimeExchange(_get_default_store(), rank, world)
+    trainer = Trainer(args, rank, world)
 
     args.log_dir.mkdir(parents=True, exist_ok=True)
     log = open(args.log_dir / f"rank{rank}.jsonl", "w")
@@ -125,36 +291,10 @@ def main(argv=None) -> None:
     dist.barrier()
     start = time.perf_counter()
     for it in range(args.iterations):
-        history = exchange.collect(it - 1)
-        plan = policy.plan(it, history)
-        if args.comm == "switch":
-            state.plan, state.weights = plan.round_plan(rank), plan.weights()
-        else:
-            state.divisor = float(sum(plan.weights()))
-        mine = split(sampler.batch(it), list(plan.shares))[rank]
-        t0 = time.perf_counter()
-        loss = torch.nn.functional.cross_entropy(ddp(xtr[mine]), ytr[mine], reduction="sum")
-        factor = schedule.factor(rank, it)
-        base = profile.time(len(mine)) if profile else time.perf_counter() - t0
-        pad_to(base * factor, t0)
-        compute = time.perf_counter() - t0
-        exchange.publish(it, compute, len(mine))
-        loss.backward()  # the comm hook runs here
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        elapsed = time.perf_counter() - t0
-        record = {"it": it, "rank": rank, "t": time.perf_counter() - start, "iter_s": elapsed,
-                  "compute_s": compute, "comm_s": elapsed - compute, "slowdown": factor,
-                  "samples": len(mine), "contributes": plan.contributes(rank),
-                  "loss": float(loss.detach()) / max(1, len(mine)), "plan": plan.note}
-        if args.comm == "switch":
-            calls = state.drain_stats()
-            record.update(fallback=sum(1 for c in calls if c.fallback),
-                          retransmissions=sum(c.retransmissions for c in calls),
-                          taken=sum(c.taken for c in calls),
-                          helped=sum(c.helper_results for c in calls))
+        record = trainer.step(it, trainer.plan(it))
+        record["t"] = time.perf_counter() - start
         if rank == 0 and (it % args.eval_every == args.eval_every - 1 or it == args.iterations - 1):
-            record["test_acc"] = digits.accuracy(net, xte, yte)
+            record["test_acc"] = digits.accuracy(trainer.net, trainer.xte, trainer.yte)
         log.write(json.dumps(record) + "\n")
         if progress is not None:
             progress.update(1)
@@ -164,8 +304,7 @@ def main(argv=None) -> None:
     if progress is not None:
         progress.close()
     dist.barrier()  # nobody stops answering peers while one still finishes
-    if args.comm == "switch":
-        state.aggregator.close()
+    trainer.close()
     dist.destroy_process_group()
 
 

@@ -1,0 +1,186 @@
+"""The policy harness: every aggregation method and straggler policy, in one scenario matrix,
+on the embedded switch (no root, no bmv2). Each run trains the digits MLP with 4 workers, real
+gradients, and compute emulated from the H100 step-time profile with a per-worker slowdown.
+
+    python -m examples.harness                     # the full matrix (make harness)
+    python -m examples.harness --quick             # two scenarios, fewer iterations
+    python -m examples.harness --scenarios static-3x --methods switch,dpar,boa
+
+Writes ``results.csv`` (one row per scenario and method), ``summary.md`` (a table per
+scenario), ``iteration_times.png`` and ``time_to_accuracy.png`` into ``--out``, and the runs'
+logs into ``--logs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from examples.results import (
+    load_run,
+    plot_iteration_grid,
+    plot_time_to_accuracy,
+    scenario_tables,
+    summary,
+    write_csv,
+)
+from topologies.local import LocalCluster, local_job
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Scenario:
+    description: str
+    stragglers: str = ""  # SlowdownSchedule spec, e.g. '3x@3'
+    transient_prob: float = 0.0
+    speed_classes: str = ""
+
+
+SCENARIOS = {
+    "none": Scenario("no straggler"),
+    "static-2x": Scenario("worker 3 is 2x slower throughout", stragglers="2x@3"),
+    "static-3x": Scenario("worker 3 is 3x slower throughout", stragglers="3x@3"),
+    "transient": Scenario("random transient stragglers: each worker, each iteration, starts a "
+                          "3x slowdown of 5 iterations with probability 0.03",
+                          transient_prob=0.03),
+    "heterogeneous": Scenario("three speed classes: workers 0-1 at 1x, worker 2 at 1.6x, "
+                              "worker 3 at 2.5x", speed_classes="1,1.6,2.5"),
+}
+METHODS = {  # name: (communication, policy)
+    "gloo": ("gloo", "synchronous"),
+    "switch": ("switch", "synchronous"),
+    "sa-atp-takeover": ("switch", "sa-atp-takeover"),
+    "sa-atp": ("switch", "sa-atp"),
+    "dpar": ("switch", "dpar"),
+    "boa": ("switch", "boa"),
+    "partial-reduce": ("switch", "partial-reduce"),
+    "k-of-n": ("switch", "k-of-n"),
+}
+QUICK_SCENARIOS = ("none", "static-3x")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help=f"scenarios {', '.join(QUICK_SCENARIOS)} only, 60 iterations, "
+                        "target 90 %%")
+    p.add_argument("--scenarios", help=f"comma-separated, from: {', '.join(SCENARIOS)}")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help=f"comma-separated, from: {', '.join(METHODS)}")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--iterations", type=int, help="per run (default 200, quick 60)")
+    p.add_argument("--global-batch", type=int, default=256)
+    p.add_argument("--profile", default="resnet50",
+                   help="emulated per-sample compute of this model on an H100")
+    p.add_argument("--target-accuracy", type=float, help="default 0.95, quick 0.90")
+    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "harness",
+                   help="where the CSV, the summary and the plots go")
+    p.add_argument("--logs", type=Path, default=ROOT / "runs" / "harness" / "logs")
+    p.add_argument("--run-timeout", type=float, default=900.0, help="seconds per run")
+    args = p.parse_args(argv)
+    args.scenarios = _pick(args.scenarios or ",".join(QUICK_SCENARIOS if args.quick
+                                                      else SCENARIOS), SCENARIOS)
+    args.methods = _pick(args.methods, METHODS)
+    args.iterations = args.iterations or (60 if args.quick else 200)
+    args.target_accuracy = args.target_accuracy or (0.90 if args.quick else 0.95)
+    return args
+
+
+def _pick(text: str, known: dict) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"unknown {unknown}; choose from {', '.join(known)}")
+    return names
+
+
+def train(args, scenario: Scenario, method: str, log_dir: Path, extra: list[str]) -> None:
+    comm, policy = METHODS[method]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={args.workers}", "-m", "examples.train",
+           "--comm", comm, "--policy", policy, "--iterations", str(args.iterations),
+           "--seed", str(args.seed), "--global-batch", str(args.global_batch),
+           "--eval-every", str(args.eval_every), "--profile", args.profile,
+           "--stragglers", scenario.stragglers, "--speed-classes", scenario.speed_classes,
+           "--transient-prob", str(scenario.transient_prob),
+           "--log-dir", str(log_dir), "--no-progress", *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    with open(log_dir / "torchrun.log", "w") as out:
+        subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                       timeout=args.run_timeout)
+
+
+def run(args, scenario: Scenario, method: str, log_dir: Path):
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if METHODS[method][0] == "gloo":
+        train(args, scenario, method, log_dir, [])
+    else:
+        # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
+        spec = local_job(1, args.workers, slots=64, inband_fanin=True)
+        with LocalCluster([spec], log_dir / "switch") as cluster:
+            (log_dir / "job.toml").write_text(spec.to_toml())
+            ports = log_dir / "udp_ports.json"
+            ports.write_text(json.dumps({str(p): list(a)
+                                         for p, a in cluster.switch.udp_ports.items()}))
+            train(args, scenario, method, log_dir,
+                  ["--job-spec", str(log_dir / "job.toml"), "--udp-ports", str(ports)])
+    return load_run(method, log_dir)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    matrix = [(s, m) for s in args.scenarios for m in args.methods]
+    print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods, "
+          f"{args.workers} workers, {args.iterations} iterations each, compute emulated as "
+          f"{args.profile} on an H100", flush=True)
+    started = time.time()
+    rows, runs = [], {}
+    for i, (name, method) in enumerate(matrix):
+        scenario = SCENARIOS[name]
+        t0 = time.time()
+        try:
+            result = run(args, scenario, method, args.logs / name / method)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            print(f"[{i + 1}/{len(matrix)}] {name} / {method}: FAILED ({exc}); see "
+                  f"{args.logs / name / method / 'torchrun.log'}", flush=True)
+            continue
+        runs.setdefault(name, []).append(result)
+        row = {"scenario": name, "method": method, **summary(result, args.target_accuracy),
+               "scenario_description": scenario.description}
+        rows.append(row)
+        done = time.time() - started
+        eta = done / (i + 1) * (len(matrix) - i - 1)
+        tta = row["time_to_target_s"]
+        print(f"[{i + 1}/{len(matrix)}] {name} / {method}: iteration {row['iter_mean_ms']:.1f} "
+              f"ms (p99 {row['iter_p99_ms']:.1f}), {args.target_accuracy:.0%} "
+              f"{'not reached' if tta is None else f'after {tta:.1f} s'}, final accuracy "
+              f"{row['final_accuracy']:.3f} ({time.time() - t0:.0f} s; ETA {eta / 60:.1f} min)",
+              flush=True)
+    if not rows:
+        sys.exit("every run failed")
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = write_csv(rows, args.out / "results.csv")
+    header = (f"{args.workers} workers, global batch {args.global_batch}, {args.iterations} "
+              f"iterations per run, compute emulated as {args.profile} on an H100 (seed "
+              f"{args.seed}). Iteration times in ms; time to {args.target_accuracy:.0%} test "
+              "accuracy on the job's wall clock; bold: the best of the scenario.\n")
+    tables = scenario_tables(rows, args.target_accuracy)
+    (args.out / "summary.md").write_text(header + "\n" + tables)
+    grid = plot_iteration_grid(runs, args.out / "iteration_times.png")
+    bars = plot_time_to_accuracy(rows, args.out / "time_to_accuracy.png", args.target_accuracy)
+    print("\n" + tables)
+    print(f"wrote {csv_path}, {args.out / 'summary.md'}, {grid}, {bars} "
+          f"({(time.time() - started) / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
