@@ -1,0 +1,102 @@
+"""The DDP communication hook against torch's own allreduce_hook, and a seeded training run
+through the switch against the same run with gloo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from examples import digits
+from host_lib import protocol as P
+from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, qbits
+from topologies.local import LocalCluster, local_job
+
+N = 4
+STEPS = 4
+BATCH = 48
+
+
+def gradients_both_ways(agg, rank):
+    """Per step: this worker's local gradient, and the averaged gradient DDP hands the
+    optimizer with our hook and with torch's allreduce_hook (gloo), from the same model."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    from host_lib.ddp_hook import SaAtpHookState, sa_atp_hook
+
+    xtr, ytr, _, _ = digits.load()
+    nets = {"switch": DistributedDataParallel(digits.model(0)),
+            "gloo": DistributedDataParallel(digits.model(0))}
+    nets["switch"].register_comm_hook(SaAtpHookState(agg, weights=[1.0] * N), sa_atp_hook)
+    nets["gloo"].register_comm_hook(dist.group.WORLD, allreduce_hook)
+    out = {"local": [], "switch": [], "gloo": []}
+    for step in range(STEPS):
+        start = (step * N + rank) * BATCH
+        x, y = xtr[start:start + BATCH], ytr[start:start + BATCH]
+        for name, net in nets.items():
+            net.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            out[name].append(torch.cat([p.grad.reshape(-1) for p in net.parameters()]).numpy())
+        local = digits.model(0)
+        local.load_state_dict(nets["gloo"].module.state_dict())
+        torch.nn.functional.cross_entropy(local(x), y).backward()
+        out["local"].append(torch.cat([p.grad.reshape(-1) for p in local.parameters()]).numpy())
+        with torch.no_grad():  # both step with gloo's gradient: the same model next step
+            for p, q in zip(nets["switch"].parameters(), nets["gloo"].parameters(),
+                            strict=True):
+                p -= 0.5 * q.grad
+                q -= 0.5 * q.grad
+    agg.close()
+    return out
+
+
+def quantization_bound(local: list[np.ndarray]) -> list[np.ndarray]:
+    """Per step and element, the most the switch's mean may differ from the exact mean
+    (docs/protocol.md §5): each block is quantized at an agreed exponent E no larger than
+    the largest block exponent seen so far plus the headroom (DEFAULT_EXPONENT before any),
+    and each worker's value is off by at most 2^E / 2^(j+1), so the mean is too."""
+    j = qbits(N)
+    bounds, seen = [], None
+    for step in range(STEPS):
+        peak = np.max([np.abs(g[step]) for g in local], axis=0)
+        pad = -len(peak) % P.LANES
+        blocks = np.pad(peak, (0, pad)).reshape(-1, P.LANES).max(axis=1)
+        exps = np.frexp(blocks)[1] + HEADROOM_BITS
+        seen = exps if seen is None else np.maximum(seen, exps)
+        e = np.maximum(seen, DEFAULT_EXPONENT).astype(np.float64)
+        per_block = np.ldexp(1.0, (e - j - 1).astype(int))
+        bounds.append(np.repeat(per_block, P.LANES)[:len(peak)] * 1.01 + 1e-7 * peak)
+    return bounds
+
+
+def test_hook_gives_allreduce_hooks_mean_within_the_quantizer_bound(tmp_path):
+    with LocalCluster([local_job(1, N, slots=32)], tmp_path) as cluster:
+        results = cluster.run_workers(gradients_both_ways, {1: list(range(N))},
+                                      distributed=True, timeout=300)
+    local = [np.array(results[(1, w)]["local"]) for w in range(N)]
+    bound = quantization_bound(local)
+    exact = np.mean(local, axis=0)
+    for w in range(N):
+        for step in range(STEPS):
+            switch = results[(1, w)]["switch"][step]
+            gloo = results[(1, w)]["gloo"][step]
+            np.testing.assert_allclose(gloo, exact[step], rtol=1e-5, atol=1e-7)
+            excess = np.abs(switch - gloo) - bound[step]
+            assert excess.max() <= 0, (f"worker {w} step {step}: off by {excess.max():.3g} "
+                                       f"beyond the bound")
+        # every worker applies the same bits
+        np.testing.assert_array_equal(results[(1, w)]["switch"], results[(1, 0)]["switch"])
+
+
+@pytest.mark.slow
+def test_seeded_training_reaches_gloos_accuracy_through_the_switch(tmp_path):
+    from examples.main_job import parse_args, run_method
+
+    args = parse_args(["--methods", "gloo,switch", "--straggler", "1", "--iterations", "60",
+                       "--profile", "", "--out", str(tmp_path), "--quiet"])
+    gloo, switch = run_method(args, "gloo"), run_method(args, "switch")
+    assert gloo.final_accuracy > 0.85  # it trained at all
+    assert abs(gloo.final_accuracy - switch.final_accuracy) <= 0.005
+    assert switch.fallback_calls == 0
