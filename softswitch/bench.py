@@ -30,7 +30,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
 
 from .dataplane import Dataplane
-from .p4runtime.device import DeviceManager
+from .p4runtime_server.device import DeviceManager
 from .pcap import PcapWriter
 from .switch import V1Switch
 

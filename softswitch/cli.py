@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .dataplane import Dataplane
 from .errors import SoftSwitchError
-from .p4runtime import P4RuntimeServer
+from .p4runtime_server import P4RuntimeServer
 from .ports import PortManager, parse_interface
 from .program import load_program
 from .switch import DEFAULT_DROP_PORT

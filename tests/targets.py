@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from softswitch.dataplane import Dataplane
-from softswitch.p4runtime import P4RuntimeServer
+from softswitch.p4runtime_server import P4RuntimeServer
 
 CPU_PORT = 255
 TARGETS = ["embedded", "bmv2"]

@@ -24,7 +24,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
 
 from softswitch.dataplane import Dataplane
-from softswitch.p4runtime.device import DeviceManager
+from softswitch.p4runtime_server.device import DeviceManager
 from softswitch.pcap import PcapWriter, read_pcap
 
 WAIT_SECONDS = 3  # bmv2 starts reading its input pcaps this long after launch

@@ -17,7 +17,7 @@ from p4.v1 import p4runtime_pb2_grpc
 from softswitch_fixtures import p4info_text, program_json
 
 from softswitch.dataplane import Dataplane
-from softswitch.p4runtime import P4RuntimeServer
+from softswitch.p4runtime_server import P4RuntimeServer
 
 SetAction = pb.SetForwardingPipelineConfigRequest
 

@@ -7,7 +7,7 @@ import pytest
 from softswitch_fixtures import COMPILED
 
 from softswitch.dataplane import Dataplane
-from softswitch.p4runtime import P4RuntimeServer
+from softswitch.p4runtime_server import P4RuntimeServer
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from ..dataplane import Dataplane
 from .device import DeviceManager
 from .pipeline import P4RuntimeError
 
-log = logging.getLogger("softswitch.p4runtime")
+log = logging.getLogger("softswitch.p4runtime_server")
 
 P4RUNTIME_API_VERSION = "1.3.0"  # what PI's server reports
 MAX_CONNECTIONS = 16

@@ -41,7 +41,7 @@ from .pipeline import (
     to_int,
 )
 
-log = logging.getLogger("softswitch.p4runtime")
+log = logging.getLogger("softswitch.p4runtime_server")
 
 SetAction = pb.SetForwardingPipelineConfigRequest
 GetType = pb.GetForwardingPipelineConfigRequest
