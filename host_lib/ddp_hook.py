@@ -37,18 +37,18 @@ class SaAtpHookState:
     weights: list[float] | None = None
     plan: RoundPlan | None = None
     stats: list[CallStats] = field(default_factory=list)  # per bucket, since the last drain
-    _pinned: dict = field(default_factory=dict)
+    staged: dict[int, torch.Tensor] = field(default_factory=dict)  # bucket -> host buffer
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def staging(self, bucket_index: int, tensor: torch.Tensor) -> torch.Tensor:
         """A float32 CPU view or copy of the bucket (pinned, for CUDA buckets)."""
         if tensor.device.type == "cpu" and tensor.dtype == torch.float32:
             return tensor.detach()
-        buf = self._pinned.get(bucket_index)
+        buf = self.staged.get(bucket_index)
         if buf is None or buf.numel() != tensor.numel():
             buf = torch.empty(tensor.numel(), dtype=torch.float32,
                               pin_memory=tensor.is_cuda and torch.cuda.is_available())
-            self._pinned[bucket_index] = buf
+            self.staged[bucket_index] = buf
         buf.copy_(tensor.detach().reshape(-1), non_blocking=tensor.is_cuda)
         if tensor.is_cuda:
             torch.cuda.current_stream(tensor.device).synchronize()

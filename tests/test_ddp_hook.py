@@ -17,38 +17,48 @@ STEPS = 4
 BATCH = 48
 
 
-def gradients_both_ways(agg, rank):
+def gradients_both_ways(agg, arg):
     """Per step: this worker's local gradient, and the averaged gradient DDP hands the
-    optimizer with our hook and with torch's allreduce_hook (gloo), from the same model."""
+    optimizer with our hook and with torch's allreduce_hook (gloo), from the same model on
+    ``device``; and whether every staging buffer the hook used is pinned host memory."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
     from host_lib.ddp_hook import SaAtpHookState, sa_atp_hook
 
+    rank, device = arg
     xtr, ytr, _, _ = digits.load()
-    nets = {"switch": DistributedDataParallel(digits.model(0)),
-            "gloo": DistributedDataParallel(digits.model(0))}
-    nets["switch"].register_comm_hook(SaAtpHookState(agg, weights=[1.0] * N), sa_atp_hook)
+    xtr, ytr = xtr.to(device), ytr.to(device)
+    ids = [0] if device == "cuda" else None
+    nets = {"switch": DistributedDataParallel(digits.model(0).to(device), device_ids=ids),
+            "gloo": DistributedDataParallel(digits.model(0).to(device), device_ids=ids)}
+    state = SaAtpHookState(agg, weights=[1.0] * N)
+    nets["switch"].register_comm_hook(state, sa_atp_hook)
     nets["gloo"].register_comm_hook(dist.group.WORLD, allreduce_hook)
     out = {"local": [], "switch": [], "gloo": []}
+
+    def flat_grad(net):
+        return torch.cat([p.grad.reshape(-1) for p in net.parameters()]).cpu().numpy()
+
     for step in range(STEPS):
         start = (step * N + rank) * BATCH
         x, y = xtr[start:start + BATCH], ytr[start:start + BATCH]
         for name, net in nets.items():
             net.zero_grad()
             torch.nn.functional.cross_entropy(net(x), y).backward()
-            out[name].append(torch.cat([p.grad.reshape(-1) for p in net.parameters()]).numpy())
-        local = digits.model(0)
+            out[name].append(flat_grad(net))
+        local = digits.model(0).to(device)
         local.load_state_dict(nets["gloo"].module.state_dict())
         torch.nn.functional.cross_entropy(local(x), y).backward()
-        out["local"].append(torch.cat([p.grad.reshape(-1) for p in local.parameters()]).numpy())
+        out["local"].append(flat_grad(local))
         with torch.no_grad():  # both step with gloo's gradient: the same model next step
             for p, q in zip(nets["switch"].parameters(), nets["gloo"].parameters(),
                             strict=True):
                 p -= 0.5 * q.grad
                 q -= 0.5 * q.grad
     agg.close()
+    out["pinned"] = bool(state.staged) and all(b.is_pinned() for b in state.staged.values())
     return out
 
 
@@ -71,9 +81,15 @@ def quantization_bound(local: list[np.ndarray]) -> list[np.ndarray]:
     return bounds
 
 
-def test_hook_gives_allreduce_hooks_mean_within_the_quantizer_bound(tmp_path):
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="needs a CUDA device")),
+])
+def test_hook_gives_allreduce_hooks_mean_within_the_quantizer_bound(tmp_path, device):
     with LocalCluster([local_job(1, N, slots=32)], tmp_path) as cluster:
-        results = cluster.run_workers(gradients_both_ways, {1: list(range(N))},
+        results = cluster.run_workers(gradients_both_ways,
+                                      {1: [(w, device) for w in range(N)]},
                                       distributed=True, timeout=300)
     local = [np.array(results[(1, w)]["local"]) for w in range(N)]
     bound = quantization_bound(local)
@@ -82,12 +98,14 @@ def test_hook_gives_allreduce_hooks_mean_within_the_quantizer_bound(tmp_path):
         for step in range(STEPS):
             switch = results[(1, w)]["switch"][step]
             gloo = results[(1, w)]["gloo"][step]
-            np.testing.assert_allclose(gloo, exact[step], rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(gloo, exact[step], rtol=1e-5, atol=1e-6)
             excess = np.abs(switch - gloo) - bound[step]
             assert excess.max() <= 0, (f"worker {w} step {step}: off by {excess.max():.3g} "
                                        f"beyond the bound")
         # every worker applies the same bits
         np.testing.assert_array_equal(results[(1, w)]["switch"], results[(1, 0)]["switch"])
+        # CPU float32 buckets go straight through; CUDA buckets go through pinned memory
+        assert results[(1, w)]["pinned"] == (device == "cuda")
 
 
 @pytest.mark.slow
