@@ -53,10 +53,12 @@ class StepTimeExchange:
         return int(self.store.add(self._finished_key(iteration), 0))
 
     def collect(self, iteration: int) -> StepHistory:
-        """The history through ``iteration``, fetching every record not yet known."""
+        """The history through ``iteration``, fetching every record not yet known (one round
+        trip to the store per iteration, waiting for records not yet published)."""
         while len(self.history) <= iteration:
             it = len(self.history)
-            values = [self.store.get(self._key(it, r)).decode().split() for r in range(self.world)]
+            keys = [self._key(it, r) for r in range(self.world)]
+            values = [v.decode().split() for v in self.store.multi_get(keys)]
             self.history.add([float(v[0]) for v in values], [int(v[1]) for v in values])
             if it:
                 self.history.add_comm([float(v[2]) for v in values])
