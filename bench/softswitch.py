@@ -14,7 +14,7 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from control_plane.controller import Controller, Pipeline
 from host_lib import protocol as P
-from host_lib.codec import Endpoint, FrameBatch
+from host_lib.codec import Endpoint, FrameBatch, frames_to_bytes
 from softswitch.bench import compare
 from topologies.local import local_job
 
@@ -55,8 +55,7 @@ def traffic(spec, chunks: int, contributors: int) -> list[tuple[int, bytes]]:
         batch = FrameBatch(Endpoint(w.mac, w.ip, w.udp_port), switch)
         frames = batch.encode(op=P.Op.DATA, job=spec.id, worker=w.id, slot=chunk % spec.slots,
                               chunk=chunk, flags=(chunk // spec.slots) % 2, lanes=lanes)
-        raw, size = frames.tobytes(), frames.dtype.itemsize
-        per_worker.append([(w.port, raw[i * size:(i + 1) * size]) for i in range(chunks)])
+        per_worker.append([(w.port, raw) for raw in frames_to_bytes(frames)])
     frames = [frame for group in zip(*per_worker, strict=True) for frame in group]
     if contributors == len(spec.workers):
         return frames
@@ -64,8 +63,8 @@ def traffic(spec, chunks: int, contributors: int) -> list[tuple[int, bytes]]:
     probes = FrameBatch(Endpoint(w.mac, w.ip, w.udp_port), switch).encode(
         op=P.Op.DATA, job=spec.id, worker=w.id, slot=chunk[[0, -1]] % spec.slots,
         chunk=chunk[[0, -1]], flags=P.Flag.PROBE | (chunk[[0, -1]] // spec.slots) % 2)
-    raw, size = probes.tobytes(), probes.dtype.itemsize
-    return [(w.port, raw[:size])] + frames + [(w.port, raw[size:])]
+    first, last = frames_to_bytes(probes)
+    return [(w.port, first)] + frames + [(w.port, last)]
 
 
 def run(chunks: int = 2048) -> dict:

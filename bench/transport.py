@@ -18,7 +18,7 @@ import numpy as np
 from bench.timing import interleaved_best
 from host_lib import protocol as P
 from host_lib.aggregator import AggregatorConfig, SwitchAggregator
-from host_lib.codec import Endpoint, FrameBatch
+from host_lib.codec import Endpoint, FrameBatch, frames_to_bytes
 from host_lib.links import UdpTunnelLink
 from topologies.local import local_job
 
@@ -73,16 +73,15 @@ def run(elements: int = 1 << 21) -> dict:
         # The raw loop: the same number of DATA frames, prebuilt, sent on the same socket type.
         w = spec.workers[0]
         chunk = np.arange(stats.packets_sent, dtype=np.uint32)
-        frames = FrameBatch(Endpoint(w.mac, w.ip, w.udp_port),
-                            Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)).encode(
+        frames = frames_to_bytes(FrameBatch(
+            Endpoint(w.mac, w.ip, w.udp_port),
+            Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)).encode(
             op=P.Op.DATA, job=1, worker=0, slot=chunk % spec.slots, chunk=chunk,
-            flags=P.Flag.PROBE)  # probes: the reflector drops them without answering
-        size, raw_bytes = frames.dtype.itemsize, memoryview(frames.tobytes())
-        views = [raw_bytes[i * size:(i + 1) * size] for i in range(len(frames))]
+            flags=P.Flag.PROBE))  # probes: the reflector drops them without answering
         raw_link = UdpTunnelLink(address)
 
         def raw_loop():
-            for frame in views:
+            for frame in frames:
                 raw_link.send(frame)
 
         raw = interleaved_best({"raw": raw_loop}, repeat=3)["raw"]
@@ -92,7 +91,7 @@ def run(elements: int = 1 << 21) -> dict:
             s.sendto(_STOP, address)
         reflector.join(timeout=10)
     sender_pps = stats.packets_sent / wall
-    raw_pps = len(views) / raw
+    raw_pps = len(frames) / raw
     return {"elements": elements, "packets": stats.packets_sent,
             "retransmissions": stats.retransmissions, "allreduce_s": wall,
             "goodput_elements_per_s": elements / wall, "sender_pps": sender_pps,

@@ -257,6 +257,12 @@ def frames_from_bytes(buf: bytes | bytearray | memoryview) -> np.ndarray:
     return np.frombuffer(buf, FRAME_DTYPE)
 
 
+def frames_to_bytes(frames: np.ndarray) -> list[bytes]:
+    """Each frame of a FRAME_DTYPE array as its own bytes (one datagram each)."""
+    raw = frames.tobytes()
+    return [raw[i:i + P.FRAME_LEN] for i in range(0, len(raw), P.FRAME_LEN)]
+
+
 def valid_mask(frames: np.ndarray) -> np.ndarray:
     """Which frames of a batch are well-formed SA-ATP frames (vectorised :func:`decode_frame`
     checks, except the IPv4 checksum, which only the switch's peers need to trust)."""

@@ -21,6 +21,7 @@ from host_lib.codec import (
     decode_frame,
     encode_frame,
     frames_from_bytes,
+    frames_to_bytes,
     valid_mask,
 )
 from host_lib.scapy_layer import SaAtp
@@ -83,6 +84,8 @@ def test_vectorised_batch_equals_scalar_frames(rows):
                            np.array(ln, np.int32)))
         for s, c, sc, e, ln in rows)
     assert batch.tobytes() == scalar
+    assert b"".join(frames_to_bytes(batch)) == scalar
+    assert {len(f) for f in frames_to_bytes(batch)} == {P.FRAME_LEN}
     view = frames_from_bytes(scalar)
     assert valid_mask(view).all()
     assert view["chunk"].tolist() == chunk
