@@ -11,25 +11,14 @@ from control_plane.controller import Controller
 from control_plane.jobs import JobSpec, SpecError, WorkerSpec
 from host_lib import protocol as P
 from host_lib.codec import Endpoint, Frame, Header, decode_frame, encode_frame
-from tests.targets import TARGETS, make_target
 
 PORTS = (1, 2, 3, 4)
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
 
 
-@pytest.fixture(params=TARGETS)
-def target(request):
-    t = make_target(request.param, PORTS)
-    yield t
-    t.close()
-
-
 @pytest.fixture
-def controller(target):
-    ctl = Controller(target.address, PORTS).connect()
-    ctl.reconcile()
-    yield ctl
-    ctl.close()
+def ports():
+    return PORTS
 
 
 def spec(job_id: int, n: int = 2, slots: int = 4, port_offset: int = 0) -> JobSpec:

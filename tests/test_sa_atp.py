@@ -75,6 +75,17 @@ def test_the_threshold_follows_normal_jitter():
     assert noisy.threshold > calm.threshold
 
 
+def test_unequal_gpus_do_not_raise_the_bar():
+    """Three speed classes (BOA's testbed): the spread between classes is not jitter, so the
+    slowest class is caught as persistent while jitter alone keeps the threshold at the floor
+    (the middle class, 1.6 / 1.3 = 1.23x the median, sits at the floor and may be flagged)."""
+    classes = [1.0, 1.0, 1.6, 2.5]
+    detections = replay(trace(30, lambda it, w: classes[w], jitter=0.03))
+    assert all(d.threshold == pytest.approx(np.log(1.25)) for d in detections)
+    assert all(3 in d.persistent for d in detections[3:])
+    assert not any(d.flagged & {0, 1} for d in detections)
+
+
 # -- compute help -----------------------------------------------------------------------------
 
 

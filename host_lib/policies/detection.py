@@ -2,8 +2,10 @@
 
 A worker's *slowness* in an iteration is its time per sample over the median worker's. Normal
 jitter sets the bar: a worker is flagged when its log-slowness exceeds both a floor (25 %) and
-``k`` robust standard deviations of the log-slowness seen across the cluster recently (median
-absolute deviation, so a straggler does not inflate the bar it is measured against). A worker
+``k`` robust standard deviations of normal jitter. Jitter is how much each worker's
+log-slowness moves around its own recent level (median absolute deviation, pooled over the
+workers), so neither a straggler nor a cluster of persistently unequal GPUs inflates the bar it
+is measured against. A worker
 flagged in at least ``persistent_min`` of the last ``window`` iterations is a *persistent*
 straggler (it gets work taken off it); one flagged only now is *transient* (its slots can be
 taken over, but its batch share is left alone).
@@ -52,7 +54,7 @@ class StragglerDetector:
             return Detection(np.ones(n), frozenset(), frozenset(), 0.0, self.floor)
         log_slow = np.log(_per_sample(times, samples))
         log_slow -= np.nanmedian(log_slow, axis=1, keepdims=True)
-        jitter = _MAD_TO_SIGMA * float(np.nanmedian(np.abs(log_slow)))
+        jitter = _MAD_TO_SIGMA * float(np.nanmedian(np.abs(_around_own_level(log_slow))))
         threshold = max(self.floor, self.k * jitter)
         flags = np.nan_to_num(log_slow, nan=0.0) > threshold
         latest = frozenset(int(w) for w in np.nonzero(flags[-1])[0])
@@ -66,3 +68,11 @@ def _per_sample(times: np.ndarray, samples: np.ndarray) -> np.ndarray:
     """Time per sample; NaN where a worker computed nothing (it sat the iteration out)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(samples > 0, times / np.maximum(samples, 1), np.nan)
+
+
+def _around_own_level(log_slow: np.ndarray) -> np.ndarray:
+    """Each worker's log-slowness minus its median over the window (NaN stays NaN)."""
+    finite = np.isfinite(log_slow)
+    level = [np.median(col[ok]) if ok.any() else 0.0
+             for col, ok in zip(log_slow.T, finite.T, strict=True)]
+    return log_slow - np.asarray(level)

@@ -15,29 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from control_plane.controller import Controller
 from control_plane.jobs import JobSpec, WorkerSpec
 from host_lib import protocol as P
 from host_lib.codec import Endpoint, Frame, Header, decode_frame, encode_frame
-from tests.targets import TARGETS, make_target
 
 PORTS = tuple(range(1, 9))
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
 
 
-@pytest.fixture(params=TARGETS)
-def target(request):
-    t = make_target(request.param, PORTS)
-    yield t
-    t.close()
-
-
 @pytest.fixture
-def controller(target):
-    ctl = Controller(target.address, PORTS).connect()
-    ctl.reconcile()
-    yield ctl
-    ctl.close()
+def ports():
+    return PORTS
 
 
 def worker_spec(i: int, job: int = 0) -> WorkerSpec:
