@@ -24,6 +24,7 @@ from pathlib import Path
 
 from examples.results import (
     load_run,
+    overview_table,
     plot_iteration_grid,
     plot_time_to_accuracy,
     scenario_tables,
@@ -169,17 +170,25 @@ def main(argv=None) -> None:
         sys.exit("every run failed")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = write_csv(rows, args.out / "results.csv")
-    header = (f"{args.workers} workers, global batch {args.global_batch}, {args.iterations} "
-              f"iterations per run, compute emulated as {args.profile} on an H100 (seed "
-              f"{args.seed}). Iteration times in ms; time to {args.target_accuracy:.0%} test "
-              "accuracy on the job's wall clock; bold: the best of the scenario.\n")
-    tables = scenario_tables(rows, args.target_accuracy)
-    (args.out / "summary.md").write_text(header + "\n" + tables)
+    tables = write_summary(rows, args)
     grid = plot_iteration_grid(runs, args.out / "iteration_times.png")
     bars = plot_time_to_accuracy(rows, args.out / "time_to_accuracy.png", args.target_accuracy)
     print("\n" + tables)
     print(f"wrote {csv_path}, {args.out / 'summary.md'}, {grid}, {bars} "
           f"({(time.time() - started) / 60:.1f} min)")
+
+
+def write_summary(rows: list[dict], args) -> str:
+    """summary.md in ``args.out``: the overview of every scenario and method, then a table per
+    scenario (returned, for the console)."""
+    header = (f"{args.workers} workers, global batch {args.global_batch}, {args.iterations} "
+              f"iterations per run, compute emulated as {args.profile} on an H100 (seed "
+              f"{args.seed}). Iteration times in ms; time to {args.target_accuracy:.0%} test "
+              "accuracy on the job's wall clock; bold: the best of the scenario.\n")
+    tables = scenario_tables(rows, args.target_accuracy)
+    overview = overview_table(rows, args.target_accuracy)
+    (args.out / "summary.md").write_text(header + "\n" + overview + "\n\n" + tables)
+    return tables
 
 
 if __name__ == "__main__":

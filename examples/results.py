@@ -120,6 +120,35 @@ def write_csv(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def overview_table(rows: list[dict], target: float) -> str:
+    """Markdown: one row per method, one column per scenario, each cell the time to the target
+    accuracy (s) and the mean iteration time (ms); the best time to accuracy of each scenario
+    in bold. Time to accuracy is the fair comparison: policies that drop or delay samples have
+    short iterations that each learn less."""
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cell = {(r["scenario"], r["method"]): r for r in rows}
+    best = {s: min((r["time_to_target_s"] for r in rows
+                    if r["scenario"] == s and r["time_to_target_s"] is not None), default=None)
+            for s in scenarios}
+    lines = [f"| time to {target:.0%} in s (iteration ms) | " + " | ".join(scenarios) + " |",
+             "|---|" + "---:|" * len(scenarios)]
+    for m in methods:
+        cells = []
+        for s in scenarios:
+            r = cell.get((s, m))
+            if r is None:
+                cells.append("—")
+                continue
+            tta = r["time_to_target_s"]
+            text = "not reached" if tta is None else f"{tta:.1f}"
+            if tta is not None and tta == best[s]:
+                text = f"**{text}**"
+            cells.append(f"{text} ({r['iter_mean_ms']:.0f})")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def scenario_tables(rows: list[dict], target: float) -> str:
     """Markdown: per scenario, every method's iteration times (ms), time to the target
     accuracy (s) and final accuracy; the best iteration time and the best time to accuracy of

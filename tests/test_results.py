@@ -1,0 +1,85 @@
+"""Reading training logs into runs and tables (examples/results.py), and the policy harness end
+to end: one command, a small scenario matrix, the CSV, the summary and the plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from examples.results import load_run, overview_table, scenario_tables, summary
+
+
+def write_logs(path, ends, compute, accuracy_at=None):
+    """rank*.jsonl as examples/train.py writes them: ``ends[i][r]`` wall-clock end of iteration
+    i on rank r (the job started at 100.0), ``compute[i][r]`` its compute time."""
+    path.mkdir(parents=True, exist_ok=True)
+    for r in range(len(ends[0])):
+        with open(path / f"rank{r}.jsonl", "w") as f:
+            for i, (end, comp) in enumerate(zip(ends, compute, strict=True)):
+                rec = {"it": i, "end": end[r], "t": end[r] - 100.0, "compute_s": comp[r],
+                       "iter_s": 0.0, "fallback": 0}
+                if r == 0 and accuracy_at and i in accuracy_at:
+                    rec["test_acc"] = accuracy_at[i]
+                f.write(json.dumps(rec) + "\n")
+
+
+def test_an_iteration_ends_when_its_first_rank_has_the_update(tmp_path):
+    # rank 1 is late by 0.05 s every iteration (k-of-n); the job's progress is rank 0's
+    ends = [[100.1, 100.15], [100.3, 100.35], [100.6, 100.65]]
+    write_logs(tmp_path, ends, [[0.05, 0.1]] * 3, accuracy_at={1: 0.5, 2: 0.9})
+    run = load_run("k-of-n", tmp_path)
+    np.testing.assert_allclose(run.iter_s, [0.1, 0.2, 0.3])
+    np.testing.assert_allclose(run.t, [0.1, 0.3, 0.6])
+    np.testing.assert_allclose(run.straggler_wait_s(), [[0.05, 0.0]] * 3)
+    assert run.time_to_accuracy(0.8) == pytest.approx(0.6)
+    assert run.time_to_accuracy(0.95) is None
+    s = summary(run, 0.8)
+    # the first iteration (start-up) is left out of the iteration statistics only
+    assert s["iter_mean_ms"] == pytest.approx(250.0)
+    assert s["time_to_target_s"] == pytest.approx(0.6) and s["final_accuracy"] == 0.9
+
+
+def row(scenario, method, iter_ms, tta):
+    return {"scenario": scenario, "method": method, "scenario_description": scenario,
+            "iter_mean_ms": iter_ms, "iter_p50_ms": iter_ms, "iter_p99_ms": iter_ms,
+            "time_to_target_s": tta, "final_accuracy": 0.96}
+
+
+def test_tables_mark_each_scenarios_best_and_runs_that_never_got_there():
+    rows = [row("none", "gloo", 40.0, 4.0), row("none", "dpar", 45.0, 3.5),
+            row("static-3x", "gloo", 110.0, None), row("static-3x", "dpar", 50.0, 5.0)]
+    overview = overview_table(rows, 0.95).splitlines()
+    assert overview[0] == "| time to 95% in s (iteration ms) | none | static-3x |"
+    assert overview[2] == "| gloo | 4.0 (40) | not reached (110) |"
+    assert overview[3] == "| dpar | **3.5** (45) | **5.0** (50) |"
+    tables = scenario_tables(rows, 0.95)
+    assert "| gloo | **40.0** | 40.0 | 40.0 | 1.00x | 4.0 | 0.960 |" in tables
+    assert "| dpar | **50.0** | 50.0 | 50.0 | 0.45x | **5.0** | 0.960 |" in tables
+
+
+@pytest.mark.slow
+def test_the_harness_runs_a_matrix_and_writes_csv_summary_and_plots(tmp_path):
+    from examples import harness
+
+    harness.main(["--scenarios", "none,static-3x", "--methods", "switch,boa",
+                  "--iterations", "12", "--eval-every", "4", "--target-accuracy", "0.3",
+                  "--out", str(tmp_path / "out"), "--logs", str(tmp_path / "logs")])
+    with open(tmp_path / "out" / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["scenario"], r["method"]) for r in rows] == [
+        ("none", "switch"), ("none", "boa"), ("static-3x", "switch"), ("static-3x", "boa")]
+    for r in rows:
+        # the CSV is what each run's own logs say
+        run = load_run(r["method"], tmp_path / "logs" / r["scenario"] / r["method"])
+        assert int(r["iterations"]) == 12 == len(run.iter_s)
+        assert float(r["final_accuracy"]) == pytest.approx(run.final_accuracy, abs=1e-4)
+        assert float(r["iter_mean_ms"]) == pytest.approx(run.iter_s[1:].mean() * 1e3, abs=0.01)
+        assert int(r["fallback_calls"]) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "| time to 30% in s (iteration ms) | none | static-3x |" in text
+    assert "### static-3x: worker 3 is 3x slower throughout" in text
+    for png in ("iteration_times.png", "time_to_accuracy.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
