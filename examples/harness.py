@@ -14,14 +14,13 @@ logs into ``--logs``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from examples.launch import run_training
 from examples.results import (
     load_run,
     overview_table,
@@ -31,7 +30,6 @@ from examples.results import (
     summary,
     write_csv,
 )
-from topologies.local import LocalCluster, local_job
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,36 +102,16 @@ def _pick(text: str, known: dict) -> list[str]:
     return names
 
 
-def train(args, scenario: Scenario, method: str, log_dir: Path, extra: list[str]) -> None:
-    comm, policy = METHODS[method]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={args.workers}", "-m", "examples.train",
-           "--comm", comm, "--policy", policy, "--iterations", str(args.iterations),
-           "--seed", str(args.seed), "--global-batch", str(args.global_batch),
-           "--eval-every", str(args.eval_every), "--profile", args.profile,
-           "--stragglers", scenario.stragglers, "--speed-classes", scenario.speed_classes,
-           "--transient-prob", str(scenario.transient_prob),
-           "--log-dir", str(log_dir), "--no-progress", *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    with open(log_dir / "torchrun.log", "w") as out:
-        subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                       timeout=args.run_timeout)
-
-
 def run(args, scenario: Scenario, method: str, log_dir: Path):
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if METHODS[method][0] == "gloo":
-        train(args, scenario, method, log_dir, [])
-    else:
-        # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
-        spec = local_job(1, args.workers, slots=64, inband_fanin=True)
-        with LocalCluster([spec], log_dir / "switch") as cluster:
-            (log_dir / "job.toml").write_text(spec.to_toml())
-            ports = log_dir / "udp_ports.json"
-            ports.write_text(json.dumps({str(p): list(a)
-                                         for p, a in cluster.switch.udp_ports.items()}))
-            train(args, scenario, method, log_dir,
-                  ["--job-spec", str(log_dir / "job.toml"), "--udp-ports", str(ports)])
+    comm, policy = METHODS[method]
+    # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
+    run_training(log_dir, args.workers, comm, [
+        "--policy", policy, "--iterations", str(args.iterations), "--seed", str(args.seed),
+        "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
+        "--profile", args.profile, "--stragglers", scenario.stragglers,
+        "--speed-classes", scenario.speed_classes,
+        "--transient-prob", str(scenario.transient_prob), "--no-progress"],
+        inband_fanin=True, output=log_dir / "torchrun.log", timeout=args.run_timeout)
     return load_run(method, log_dir)
 
 

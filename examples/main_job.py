@@ -9,15 +9,12 @@ time to a target accuracy and final accuracy, and plots the iteration time of ev
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from examples.launch import run_training
 from examples.results import Run, load_run, plot_iteration_times, table
-from topologies.local import LocalCluster, local_job
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = {  # name: (communication, straggler policy, description)
@@ -50,39 +47,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def torchrun(args, method: str, log_dir: Path, extra: list[str]) -> None:
-    comm, policy, _ = METHODS[method]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={args.workers}", "-m", "examples.train",
-           "--comm", comm, "--policy", policy,
-           "--iterations", str(args.iterations), "--seed", str(args.seed),
-           "--global-batch", str(args.global_batch),
-           "--log-dir", str(log_dir), *extra]
-    if args.straggler != 1:
-        cmd += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
-    if args.profile:
-        cmd += ["--profile", args.profile]
-    if args.quiet:
-        cmd.append("--no-progress")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
-
-
 def run_method(args, method: str) -> Run:
+    comm, policy, description = METHODS[method]
+    print(f"\n== {method}: {description}", flush=True)
+    train_args = ["--policy", policy, "--iterations", str(args.iterations),
+                  "--seed", str(args.seed), "--global-batch", str(args.global_batch)]
+    if args.straggler != 1:
+        train_args += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
+    if args.profile:
+        train_args += ["--profile", args.profile]
+    if args.quiet:
+        train_args.append("--no-progress")
     log_dir = args.out / method
-    log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"\n== {method}: {METHODS[method][2]}", flush=True)
-    if METHODS[method][0] == "gloo":
-        torchrun(args, method, log_dir, [])
-    else:
-        spec = local_job(1, args.workers, slots=64)
-        with LocalCluster([spec], log_dir / "switch") as cluster:
-            (log_dir / "job.toml").write_text(spec.to_toml())
-            ports = log_dir / "udp_ports.json"
-            ports.write_text(json.dumps({str(p): list(a)
-                                         for p, a in cluster.switch.udp_ports.items()}))
-            torchrun(args, method, log_dir, ["--job-spec", str(log_dir / "job.toml"),
-                                             "--udp-ports", str(ports)])
+    run_training(log_dir, args.workers, comm, train_args)
     return load_run(method, log_dir)
 
 

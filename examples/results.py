@@ -120,6 +120,19 @@ def write_csv(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def _best_time_to_target(rows: list[dict]) -> float | None:
+    return min((r["time_to_target_s"] for r in rows if r["time_to_target_s"] is not None),
+               default=None)
+
+
+def _time_to_target_text(row: dict, best: float | None) -> str:
+    """The row's time to the target (s), in bold when it is ``best``."""
+    tta = row["time_to_target_s"]
+    if tta is None:
+        return "not reached"
+    return f"**{tta:.1f}**" if tta == best else f"{tta:.1f}"
+
+
 def overview_table(rows: list[dict], target: float) -> str:
     """Markdown: one row per method, one column per scenario, each cell the time to the target
     accuracy (s) and the mean iteration time (ms); the best time to accuracy of each scenario
@@ -128,9 +141,7 @@ def overview_table(rows: list[dict], target: float) -> str:
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["scenario"], r["method"]): r for r in rows}
-    best = {s: min((r["time_to_target_s"] for r in rows
-                    if r["scenario"] == s and r["time_to_target_s"] is not None), default=None)
-            for s in scenarios}
+    best = {s: _best_time_to_target([r for r in rows if r["scenario"] == s]) for s in scenarios}
     lines = [f"| time to {target:.0%} in s (iteration ms) | " + " | ".join(scenarios) + " |",
              "|---|" + "---:|" * len(scenarios)]
     for m in methods:
@@ -140,11 +151,7 @@ def overview_table(rows: list[dict], target: float) -> str:
             if r is None:
                 cells.append("—")
                 continue
-            tta = r["time_to_target_s"]
-            text = "not reached" if tta is None else f"{tta:.1f}"
-            if tta is not None and tta == best[s]:
-                text = f"**{text}**"
-            cells.append(f"{text} ({r['iter_mean_ms']:.0f})")
+            cells.append(f"{_time_to_target_text(r, best[s])} ({r['iter_mean_ms']:.0f})")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -157,8 +164,7 @@ def scenario_tables(rows: list[dict], target: float) -> str:
     for scenario in dict.fromkeys(r["scenario"] for r in rows):
         mine = [r for r in rows if r["scenario"] == scenario]
         best_iter = min(r["iter_mean_ms"] for r in mine)
-        reached = [r["time_to_target_s"] for r in mine if r["time_to_target_s"] is not None]
-        best_tta = min(reached, default=None)
+        best_tta = _best_time_to_target(mine)
         out += [f"### {scenario}: {mine[0]['scenario_description']}", "",
                 f"| method | iteration mean | p50 | p99 | vs {mine[0]['method']} | "
                 f"time to {target:.0%} (s) | final accuracy |",
@@ -167,13 +173,10 @@ def scenario_tables(rows: list[dict], target: float) -> str:
             mean = f"{r['iter_mean_ms']:.1f}"
             if r["iter_mean_ms"] == best_iter:
                 mean = f"**{mean}**"
-            tta = r["time_to_target_s"]
-            tta_text = "not reached" if tta is None else f"{tta:.1f}"
-            if tta is not None and tta == best_tta:
-                tta_text = f"**{tta_text}**"
             out.append(f"| {r['method']} | {mean} | {r['iter_p50_ms']:.1f} | "
                        f"{r['iter_p99_ms']:.1f} | "
-                       f"{r['iter_mean_ms'] / mine[0]['iter_mean_ms']:.2f}x | {tta_text} | "
+                       f"{r['iter_mean_ms'] / mine[0]['iter_mean_ms']:.2f}x | "
+                       f"{_time_to_target_text(r, best_tta)} | "
                        f"{r['final_accuracy']:.3f} |")
         out.append("")
     return "\n".join(out)

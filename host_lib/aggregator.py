@@ -169,11 +169,7 @@ class SwitchAggregator:
             except queue.Empty:
                 # Between calls, answer peers (helper duties) until the next call arrives.
                 self.transport.serve_idle(_IDLE_POLL, self._wake_r.fileno())
-                while True:
-                    try:
-                        self._wake_r.recv(4096)
-                    except BlockingIOError:
-                        break
+                self._clear_wakeups()
                 continue
             if call is None:
                 self.transport.linger(self._linger, limit=self._linger + 5)
@@ -218,6 +214,13 @@ class SwitchAggregator:
             return 1.0
         expected = call.plan.expected or (1 << self.config.n_workers) - 1
         return float(sum(w for i, w in enumerate(call.weights) if expected >> i & 1))
+
+    def _clear_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
 
     # -- the switch path ----------------------------------------------------------------------
 

@@ -25,13 +25,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from host_lib import protocol as P
-from host_lib.codec import HEADER_STRUCT, Endpoint, Frame, Header, encode_frame
+from host_lib.codec import (
+    FRAME_DTYPE,
+    HEADER_STRUCT,
+    Endpoint,
+    Frame,
+    Header,
+    encode_frame,
+    ipv4_checksum,
+)
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import HelperDuty, RoundPlan
 
 log = logging.getLogger(__name__)
 
 _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
+# Byte offsets of the fields a worker rewrites in a frame it redirects to a peer.
+_VER_OP, _FLAGS, _ETH_DST, _IP_CSUM, _IP_DST, _UDP_DPORT = (
+    FRAME_DTYPE.fields[name][1]
+    for name in ("ver_op", "flags", "eth_dst", "ip_csum", "ip_dst", "udp_dport"))
 _LANES = np.dtype(">i4")
 _SERIAL_HALF = 1 << 31
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
@@ -242,7 +254,7 @@ class Transport:
                 # holds the result.
                 self._to_helper(rnd, stats, j, helper)
                 probe = bytearray(rnd.frame(j))
-                probe[43] |= P.Flag.PROBE
+                probe[_FLAGS] |= P.Flag.PROBE
                 self.link.send(probe)
                 stats.packets_sent += 1
             elif rnd.attempt[j]:
@@ -315,8 +327,9 @@ class Transport:
                 self._maybe_complete(duty, stats)
             return
         frame = bytearray(rnd.frame(j))
-        frame[42] = (P.VERSION << 4) | P.Op.HELPER_DATA
-        frame[43] = (frame[43] | P.Flag.PROBE) if probe else (frame[43] & ~P.Flag.PROBE & 0xFF)
+        frame[_VER_OP] = (P.VERSION << 4) | P.Op.HELPER_DATA
+        frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
+                         else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
         self._address(frame, helper)
         self.link.send(frame)
         stats.packets_sent += 1
@@ -324,17 +337,19 @@ class Transport:
 
     def _forward(self, frame: memoryview, helper: int) -> None:
         out = bytearray(frame)
-        out[43] |= P.Flag.COPY
+        out[_FLAGS] |= P.Flag.COPY
         self._address(out, helper)
         self.link.send(out)
 
     def _address(self, frame: bytearray, worker: int) -> None:
         """Point a frame at a peer (MAC, IP, UDP port) and fix its IPv4 checksum."""
         peer = self.peers[worker]
-        frame[0:6] = peer.mac_raw
-        frame[30:34] = peer.ip_raw
-        frame[36:38] = peer.port.to_bytes(2, "big")
-        _fix_ip_checksum(frame)
+        frame[_ETH_DST:_ETH_DST + 6] = peer.mac_raw
+        frame[_IP_DST:_IP_DST + 4] = peer.ip_raw
+        frame[_UDP_DPORT:_UDP_DPORT + 2] = peer.port.to_bytes(2, "big")
+        frame[_IP_CSUM:_IP_CSUM + 2] = bytes(2)
+        checksum = ipv4_checksum(bytes(frame[P.ETH_LEN:P.ETH_LEN + P.IPV4_LEN]))
+        frame[_IP_CSUM:_IP_CSUM + 2] = checksum.to_bytes(2, "big")
 
     def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
         header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
@@ -558,11 +573,3 @@ class Transport:
 
 def _lanes(frame: memoryview) -> np.ndarray:
     return np.frombuffer(frame, _LANES, P.LANES, P.LANES_OFFSET)
-
-
-def _fix_ip_checksum(frame: bytearray) -> None:
-    frame[24:26] = b"\0\0"
-    total = sum(int.from_bytes(frame[i:i + 2], "big") for i in range(14, 34, 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    frame[24:26] = (~total & 0xFFFF).to_bytes(2, "big")
