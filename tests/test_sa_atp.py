@@ -136,9 +136,11 @@ def inputs(worker: int, call: int, n: int) -> np.ndarray:
 
 
 def straggling_calls(agg, arg):
-    """Three calls; some workers start each one late (a straggler, or a slow helper)."""
-    elements, delays, helpers, stragglers = arg
-    plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers), takeover_after=0.01)
+    """Three calls; some workers start each one late (a straggler) or are slow to act on their
+    helper duty (a longer takeover timer than the others')."""
+    elements, delays, helpers, stragglers, takeover_after = arg
+    plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers),
+                     takeover_after=takeover_after.get(agg.config.worker, 0.01))
     results, stats = [], []
     for call in range(3):
         time.sleep(delays.get(agg.config.worker, 0.0))
@@ -150,14 +152,16 @@ def straggling_calls(agg, arg):
 
 
 def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
-                 stragglers=(3,), loss=0.0, impairment=None, **aggregator_options):
+                 stragglers=(3,), loss=0.0, impairment=None, takeover_after=None,
+                 **aggregator_options):
     delays = {3: 0.4} if delays is None else delays
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         if loss:
             cluster.controller.set_loss(loss)
             cluster.controller.set_loss(loss, direction="egress")
         results = cluster.run_workers(
-            straggling_calls, {1: [(elements, delays, helpers, stragglers)] * n},
+            straggling_calls,
+            {1: [(elements, delays, helpers, stragglers, takeover_after or {})] * n},
             impairment=impairment, timeout=300, **aggregator_options)
     reference = AllreduceReference(n)
     want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
@@ -187,10 +191,15 @@ def test_takeover_survives_a_helper_that_loses_a_fifth_of_its_packets(tmp_path):
 
 
 def test_a_slow_helper_is_replaced_by_the_next_one(tmp_path):
-    """Worker 1 starts every call late (but before the straggler): the next helper in duty order
-    takes over the chunks whose designated helper is 1."""
-    stats = run_takeover(tmp_path, delays={1: 0.2, 3: 0.5})
-    assert sum(s.helper_results for s in stats[2]) > sum(s.helper_results for s in stats[0])
+    """Worker 1 would act on its helper duty only long after the straggler arrives: the next
+    helper in duty order (worker 2) takes over the chunks whose designated helper is 1 on top of
+    its own, so it completes more chunks than worker 0 (up to twice as many), and the sums stay
+    exact."""
+    stats = run_takeover(tmp_path, takeover_after={1: 30.0})
+    completed = {w: sum(s.helper_results for s in stats[w]) for w in (0, 1, 2)}
+    print(f"helper results per worker: {completed}")
+    assert completed[1] == 0
+    assert completed[2] > completed[0] > 0
 
 
 def test_an_undetected_straggler_among_the_helpers(tmp_path):
