@@ -149,8 +149,9 @@ class ImpairedLink:
                 break
             self._ready_in += self._impair(bytes(buf[:n]), self._held_in)
         frame = self._ready_in.pop(0)
-        buf[:len(frame)] = frame
-        return len(frame)
+        n = min(len(frame), len(buf))  # a socket truncates a datagram to the buffer too
+        buf[:n] = frame[:n]
+        return n
 
     def close(self) -> None:
         self.link.close()

@@ -5,8 +5,9 @@ array. :class:`Transport` pushes a round through the switch over a link: at most
 flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
-drains what has arrived, sends what the window allows, retransmits what has timed out, and
-sleeps only when there is nothing to do.
+drains what has arrived (a batch of frames at a time, results applied with array operations),
+sends what the window allows, retransmits what has timed out, and sleeps only when there is
+nothing to do.
 
 With a :class:`~host_lib.takeover.RoundPlan` that names helpers, the transport also takes slots
 over for chunks that wait on stragglers, sends late contributions to helpers, and serves as a
@@ -50,6 +51,8 @@ _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
+_RX_BATCH = 256  # frames received before they are handled together
+_RESULT_VER_OP = (P.VERSION << 4) | P.Op.RESULT
 
 
 class SwitchSilent(RuntimeError):
@@ -119,9 +122,6 @@ class Round:
         self.next_to_send = 0
         self.first_pending = 0  # no chunk before it waits for a result
 
-    def resolved(self, j: int) -> bool:
-        return bool(self.done[j] or self.taken_by[j] >= 0)
-
     def frame(self, j: int) -> memoryview:
         return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]
 
@@ -151,7 +151,11 @@ class Transport:
         self.all_workers = (1 << (n_workers or len(self.peers) or 1)) - 1
         self.rto = rto or RtoEstimator()
         self.silence_timeout = silence_timeout
-        self._buf = bytearray(2048)
+        # Received frames land in rows of one array, a batch at a time; one spare byte per row
+        # tells an oversized datagram (truncated to the row) from a frame.
+        self._rx = np.zeros((_RX_BATCH, P.FRAME_LEN + 1), np.uint8)
+        self._rx_rows = [memoryview(row) for row in self._rx]
+        self._rx_frames = self._rx[:, :P.FRAME_LEN].view(FRAME_DTYPE).reshape(_RX_BATCH)
         self._early: dict[int, bytes] = {}
         self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
         self._helpers: dict[int, int] = {}  # chunk -> helper the switch last named
@@ -217,19 +221,29 @@ class Transport:
     def _send_window(self, rnd: Round, stats: CallStats, now: float) -> None:
         """Send chunks in order while the window allows: chunk j needs j - W resolved. A
         chunk already taken over goes to its helper instead."""
-        j = rnd.next_to_send
-        while j < rnd.n and (j < self.slots or rnd.resolved(j - self.slots)):
-            if rnd.done[j]:
-                pass  # its result came before we got here (k-of-n): nothing to send
-            elif rnd.taken_by[j] >= 0:
-                self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
-            else:
-                self.link.send(rnd.frame(j))
-                stats.packets_sent += 1
-            rnd.sent_at[j] = now
-            rnd.deadline[j] = now + self.rto.rto
-            j += 1
-        rnd.next_to_send = j
+        while rnd.next_to_send < rnd.n:
+            # At most W chunks at a time: beyond them, j - W is a chunk of this very pass.
+            js = np.arange(rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots))
+            before = np.maximum(js - self.slots, 0)
+            allowed = (js < self.slots) | rnd.done[before] | (rnd.taken_by[before] >= 0)
+            stop = len(js) if allowed.all() else int(np.argmin(allowed))
+            if not stop:
+                return
+            js = js[:stop]
+            wire, length, sent = rnd.wire, P.FRAME_LEN, 0
+            for j, done, helper in zip(js.tolist(), rnd.done[js].tolist(),
+                                       rnd.taken_by[js].tolist(), strict=True):
+                if done:
+                    continue  # its result came before we got here (k-of-n): nothing to send
+                if helper >= 0:
+                    self._to_helper(rnd, stats, j, helper)
+                else:
+                    self.link.send(wire[j * length:(j + 1) * length])
+                    sent += 1
+            stats.packets_sent += sent
+            rnd.sent_at[js] = now
+            rnd.deadline[js] = now + self.rto.rto
+            rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
         """Act on every pending chunk whose timer expired; returns the next deadline."""
@@ -362,16 +376,73 @@ class Transport:
     def _drain(self, rnd: Round | None, stats: CallStats, now: float) -> bool:
         """Handle every frame waiting on the link; True if the switch said anything."""
         heard = False
-        buf = self._buf
-        view = memoryview(buf)
         while True:
-            n = self.link.recv_into(buf)
-            if not n:
+            received, more = self._receive_batch(stats)
+            if received:
+                heard |= self._handle_batch(rnd, stats, received, now)
+            if not more:
                 return heard
+
+    def _receive_batch(self, stats: CallStats) -> tuple[int, bool]:
+        """Receive up to a batch of frames into the rows of ``_rx``; returns how many, and
+        whether more may be waiting. Datagrams of any other length are counted and dropped."""
+        rows, received = self._rx_rows, 0
+        while received < _RX_BATCH:
+            n = self.link.recv_into(rows[received])
+            if not n:
+                return received, False
             if n != P.FRAME_LEN:
                 stats.malformed += 1
                 continue
-            heard |= self._handle(rnd, stats, view[:n], now)
+            received += 1
+        return received, True
+
+    def _handle_batch(self, rnd: Round | None, stats: CallStats, received: int,
+                      now: float) -> bool:
+        """Handle received frames in arrival order. The common case, the first result of a
+        chunk of this round, is applied to whole runs of frames with array operations; every
+        other frame goes through :meth:`_handle` one at a time."""
+        if rnd is None:
+            return any([self._handle(None, stats, self._rx_rows[i][:P.FRAME_LEN], now)
+                        for i in range(received)])
+        frames = self._rx_frames[:received]
+        js = (frames["chunk"].astype(np.int64) - rnd.base) & 0xFFFFFFFF
+        fast = (frames["ver_op"] == _RESULT_VER_OP) & (frames["job"] == self.job) & (js < rnd.n)
+        fast[fast] = ~rnd.done[js[fast]]
+        candidates = np.flatnonzero(fast)
+        if not (np.diff(js[candidates]) > 0).all():  # usual order rules out copies cheaply
+            _, first = np.unique(js[candidates], return_index=True)
+            fast[candidates] = False
+            fast[candidates[first]] = True  # a second copy in the batch is checked one by one
+        heard, start = bool(fast.any()), 0
+        for i in np.flatnonzero(~fast).tolist():
+            self._apply_results(rnd, stats, frames[start:i], js[start:i], now)
+            heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
+            start = i + 1
+        self._apply_results(rnd, stats, frames[start:], js[start:], now)
+        return heard
+
+    def _apply_results(self, rnd: Round, stats: CallStats, frames: np.ndarray, js: np.ndarray,
+                       now: float) -> None:
+        """First results of distinct chunks of ``rnd`` (see :meth:`_result` for one)."""
+        if not len(js):
+            return
+        rnd.sums[js] = frames["lanes"]
+        rnd.exps[js], rnd.bitmaps[js], rnd.counts[js] = \
+            frames["exp"], frames["bitmap"], frames["count"]
+        rnd.done[js] = True
+        rnd.completed += len(js)
+        stats.results += len(js)
+        # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
+        # round trip: these results were all sent within one window.
+        clean = js[(rnd.retries[js] == 0) & (rnd.taken_by[js] < 0) & ~np.isnan(rnd.sent_at[js])]
+        if len(clean):
+            self.rto.sample(now - float(rnd.sent_at[clean].mean()))
+        # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
+        before = js[js >= self.slots] - self.slots
+        lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
+        rnd.deadline[lost] = now
+        rnd.backoff[lost] = 0
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:

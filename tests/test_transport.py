@@ -102,6 +102,60 @@ def test_several_jobs_at_once_without_cross_talk(tmp_path, jobs):
         check(results, 10 + j, n, expected(100 + j, n, 50_000, 2))
 
 
+class JunkFirstLink:
+    """A link that hands the transport some datagrams of its own before the real ones, truncated
+    to the caller's buffer as a socket would."""
+
+    def __init__(self, link, junk: list[bytes]):
+        self.link = link
+        self.junk = list(junk)
+
+    def fileno(self) -> int:
+        return self.link.fileno()
+
+    def send(self, frame) -> None:
+        self.link.send(frame)
+
+    def recv_into(self, buf) -> int:
+        if not self.junk:
+            return self.link.recv_into(buf)
+        datagram = self.junk.pop(0)
+        n = min(len(datagram), len(buf))
+        buf[:n] = datagram[:n]
+        return n
+
+    def close(self) -> None:
+        self.link.close()
+
+
+def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
+    """Too short, too long, an unknown protocol version and another job's result, received in
+    the middle of a call: each is counted as malformed and the sum stays exact."""
+    from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+    from host_lib.codec import Endpoint, Frame, Header, encode_frame
+    from host_lib.links import UdpTunnelLink
+
+    spec = local_job(1, 1, slots=16)
+    with LocalCluster([spec], tmp_path) as cluster:
+        ctx = cluster.contexts(1)[0]
+        w = spec.workers[0]
+        result = [encode_frame(Frame(Endpoint(spec.switch_mac, spec.switch_ip),
+                                     Endpoint(w.mac, w.ip, w.udp_port),
+                                     Header(op=P.Op.RESULT, job=job, bitmap=1, count=1)))
+                  for job in (1, 2)]
+        junk = [result[0][:40], result[0] + bytes(100), bytes([0x0F]) * P.FRAME_LEN, result[1]]
+        junk = [junk[i % 4] for i in range(40)]  # ten of each, more than one receive batch
+        link = JunkFirstLink(UdpTunnelLink(ctx.switch_udp), junk)
+        agg = SwitchAggregator(AggregatorConfig.from_spec(spec, 0), link)
+        values = inputs(3, 0, 0, 50_000)
+        total = agg.allreduce(values)
+        stats = agg.last_stats
+        agg.close()
+    np.testing.assert_array_equal(total, AllreduceReference(1)([values]))
+    assert stats.malformed == 40
+    assert stats.results == stats.chunks and stats.fallback is None
+
+
 def fallback_worker(agg, arg):
     """Four calls: through the switch; while the switch is killed; while it runs without the
     job; after the controller restored the job."""
