@@ -230,7 +230,7 @@ class Transport:
             if not stop:
                 return
             js = js[:stop]
-            wire, length, sent = rnd.wire, P.FRAME_LEN, 0
+            sent = 0
             for j, done, helper in zip(js.tolist(), rnd.done[js].tolist(),
                                        rnd.taken_by[js].tolist(), strict=True):
                 if done:
@@ -238,7 +238,7 @@ class Transport:
                 if helper >= 0:
                     self._to_helper(rnd, stats, j, helper)
                 else:
-                    self.link.send(wire[j * length:(j + 1) * length])
+                    self.link.send(rnd.frame(j))
                     sent += 1
             stats.packets_sent += sent
             rnd.sent_at[js] = now
@@ -424,7 +424,8 @@ class Transport:
 
     def _apply_results(self, rnd: Round, stats: CallStats, frames: np.ndarray, js: np.ndarray,
                        now: float) -> None:
-        """First results of distinct chunks of ``rnd`` (see :meth:`_result` for one)."""
+        """First results of distinct chunks of ``rnd``: store them, sample the round trip,
+        and ask at once for results that news of later chunks shows were lost."""
         if not len(js):
             return
         rnd.sums[js] = frames["lanes"]
@@ -446,7 +447,7 @@ class Transport:
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
-        (ver_op, flags, job, _slot, worker, reason, chunk, bitmap, count, _fanin, scale,
+        (ver_op, flags, job, _slot, worker, reason, chunk, bitmap, _count, _fanin, scale,
          exp) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
         if ver_op >> 4 != P.VERSION or job != self.job:
             stats.malformed += 1
@@ -474,7 +475,7 @@ class Transport:
                     self._notices[chunk] = worker
             return True
         if op == P.Op.RESULT:
-            self._result(rnd, stats, j, frame, bitmap, count, exp, now)
+            self._result(rnd, stats, j, frame, bitmap, exp, now)
         elif op == P.Op.PARTIAL:
             self._taken(rnd, stats, j, worker, bitmap >> self.worker & 1)
         elif op == P.Op.BOUNCE:
@@ -544,22 +545,15 @@ class Transport:
         rnd.deadline[j] = now + min(self.rto.maximum, max(4 * self.rto.rto, _WAIT_PROBE))
 
     def _result(self, rnd: Round, stats: CallStats, j: int, frame: memoryview, bitmap: int,
-                count: int, exp: int, now: float) -> None:
-        lanes = _lanes(frame)
-        if rnd.done[j]:
-            stats.duplicate_results += 1
-            if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp
-                    or not np.array_equal(rnd.sums[j], lanes)):
-                raise ProtocolError(f"chunk {rnd.base + j}: a second result differs from the "
-                                    f"first (bitmap {bitmap:#x} vs {int(rnd.bitmaps[j]):#x})")
+                exp: int, now: float) -> None:
+        if not rnd.done[j]:
+            self._apply_results(rnd, stats, np.frombuffer(frame, FRAME_DTYPE), np.array([j]), now)
             return
-        rnd.sums[j] = lanes
-        rnd.exps[j], rnd.bitmaps[j], rnd.counts[j] = exp, bitmap, count
-        rnd.done[j] = True
-        rnd.completed += 1
-        stats.results += 1
-        if rnd.retries[j] == 0 and rnd.taken_by[j] < 0 and not np.isnan(rnd.sent_at[j]):
-            self.rto.sample(now - rnd.sent_at[j])  # Karn's rule
+        stats.duplicate_results += 1
+        if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp
+                or not np.array_equal(rnd.sums[j], _lanes(frame))):
+            raise ProtocolError(f"chunk {rnd.base + j}: a second result differs from the "
+                                f"first (bitmap {bitmap:#x} vs {int(rnd.bitmaps[j]):#x})")
 
     # -- helper duties ------------------------------------------------------------------------
 

@@ -144,7 +144,7 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
                                      Header(op=P.Op.RESULT, job=job, bitmap=1, count=1)))
                   for job in (1, 2)]
         junk = [result[0][:40], result[0] + bytes(100), bytes([0x0F]) * P.FRAME_LEN, result[1]]
-        junk = [junk[i % 4] for i in range(40)]  # ten of each, more than one receive batch
+        junk = [junk[i % 4] for i in range(40)]  # ten of each
         link = JunkFirstLink(UdpTunnelLink(ctx.switch_udp), junk)
         agg = SwitchAggregator(AggregatorConfig.from_spec(spec, 0), link)
         values = inputs(3, 0, 0, 50_000)
