@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.timing import interleaved_best
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, FrameBatch, Header, encode_frame
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, FrameBatch, Header, encode_frame
 
 
 def run(packets: int = 16384) -> dict:

@@ -13,8 +13,8 @@ import numpy as np
 from p4.v1 import p4runtime_pb2 as pb
 
 from control_plane.controller import Controller, Pipeline
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, FrameBatch, frames_to_bytes
+from protocol import constants as P
+from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
 from softswitch.bench import compare
 from topologies.local import local_job
 

@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from bench.timing import interleaved_best
-from host_lib import protocol as P
 from host_lib.aggregator import AggregatorConfig, SwitchAggregator
-from host_lib.codec import Endpoint, FrameBatch, frames_to_bytes
 from host_lib.links import UdpTunnelLink
+from protocol import constants as P
+from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
 from topologies.local import local_job
 
 _HEADER = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN

@@ -27,7 +27,7 @@ from control_plane.controls.replica_rewrite import ReplicaRewrite
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.jobs import AdmittedJob, Allocator, JobSpec, SpecError
 from control_plane.p4info import P4Info
-from host_lib.codec import mac_bytes, mac_str
+from protocol.codec import mac_bytes, mac_str
 
 log = logging.getLogger(__name__)
 

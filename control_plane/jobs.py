@@ -30,8 +30,8 @@ from pathlib import Path
 
 import tomllib
 
-from host_lib import protocol as P
-from host_lib.codec import mac_bytes, mac_str
+from protocol import constants as P
+from protocol.codec import mac_bytes, mac_str
 
 
 class SpecError(ValueError):

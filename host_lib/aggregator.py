@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, FrameBatch
 from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import RoundPlan
 from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
+from protocol import constants as P
+from protocol.codec import Endpoint, FrameBatch
 
 if TYPE_CHECKING:
     from host_lib.fallback import FallbackGroup

@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 _RECV_BUFFER = 8 << 20
 _ETH_P_ALL = 0x0003

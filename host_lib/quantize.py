@@ -23,7 +23,7 @@ import math
 import numba
 import numpy as np
 
-from host_lib.protocol import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
+from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 INT32_MAX = 2**31 - 1
 DEFAULT_EXPONENT = 0  # E used for a block with no history: |x| <= 1

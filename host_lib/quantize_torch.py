@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from host_lib.protocol import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 from host_lib.quantize import num_blocks
+from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 _INF_BITS = 0x7F800000
 

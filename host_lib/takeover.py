@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 
 @dataclass(frozen=True)

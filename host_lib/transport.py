@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from host_lib import protocol as P
-from host_lib.codec import (
+from host_lib.rto import RtoEstimator
+from host_lib.takeover import HelperDuty, RoundPlan
+from protocol import constants as P
+from protocol.codec import (
     FRAME_DTYPE,
     HEADER_STRUCT,
     Endpoint,
@@ -35,8 +37,6 @@ from host_lib.codec import (
     encode_frame,
     ipv4_checksum,
 )
-from host_lib.rto import RtoEstimator
-from host_lib.takeover import HelperDuty, RoundPlan
 
 log = logging.getLogger(__name__)
 

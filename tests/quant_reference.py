@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from host_lib.protocol import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, MAX_EXPONENT, qbits
+from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 
 def blocks_of(x: np.ndarray) -> list[np.ndarray]:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from protocol.constants import CPU_PORT
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
 
-CPU_PORT = 255
 TARGETS = ["embedded", "bmv2"]
 BMV2 = shutil.which("simple_switch_grpc")
 

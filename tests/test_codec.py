@@ -11,8 +11,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw, raw
 
-from host_lib import protocol as P
-from host_lib.codec import (
+from protocol import constants as P
+from protocol.codec import (
     Endpoint,
     Frame,
     FrameBatch,
@@ -24,7 +24,7 @@ from host_lib.codec import (
     frames_to_bytes,
     valid_mask,
 )
-from host_lib.scapy_layer import SaAtp
+from protocol.scapy_layer import SaAtp
 
 macs = st.binary(min_size=6, max_size=6).map(lambda b: ":".join(f"{x:02x}" for x in b))
 ips = st.integers(1, 2**32 - 2).map(lambda i: ".".join(str((i >> s) & 255) for s in (24, 16, 8, 0)))

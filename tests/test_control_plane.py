@@ -9,8 +9,8 @@ import pytest
 from control_plane import cli
 from control_plane.controller import Controller
 from control_plane.jobs import JobSpec, SpecError, WorkerSpec
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, Header, decode_frame, encode_frame
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, decode_frame, encode_frame
 
 PORTS = (1, 2, 3, 4)
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")

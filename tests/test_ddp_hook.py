@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from examples import digits
-from host_lib import protocol as P
 from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, qbits
+from protocol import constants as P
 from topologies.local import LocalCluster, local_job
 
 N = 4

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from control_plane.jobs import Allocator, JobSpec, SpecError, WorkerSpec, load_spec, parse_spec
-from host_lib import protocol as P
+from protocol import constants as P
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "four_workers.toml"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from host_lib import protocol as P
+from protocol import constants as P
 from tests.quant_reference import AllreduceReference
 from topologies.switch_process import bmv2_available
 

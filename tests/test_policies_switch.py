@@ -14,9 +14,9 @@ import time
 import numpy as np
 import pytest
 
-from host_lib import protocol as P
 from host_lib.policies.registry import POLICIES, make_policy
 from host_lib.quantize import DEFAULT_EXPONENT, qbits
+from protocol import constants as P
 from tests.quant_reference import reference_quantize
 from tests.test_policies import B, N, run_delayed, run_synchronous, straggler
 from topologies.local import LocalCluster, local_job

@@ -1,10 +1,9 @@
-"""The host library's protocol constants must equal the P4 program's (docs/protocol.md)."""
+"""protocol.constants must equal the P4 program's constants (docs/protocol.md)."""
 
 import re
 from pathlib import Path
 
-from host_lib import codec
-from host_lib import protocol as P
+from protocol import constants as P
 
 CONSTANTS = Path(__file__).resolve().parent.parent / "p4src" / "include" / "constants.p4"
 
@@ -41,8 +40,23 @@ def test_scalars_match():
     assert p4["MAX_JOBS"] == P.MAX_JOBS
     assert p4["STATS_SIZE"] == P.MAX_JOBS * P.STATS_PER_JOB
     assert p4["FLOOD_GROUP"] == P.FLOOD_GROUP
-    assert p4["ETHERTYPE_IPV4"] == codec.ETHERTYPE_IPV4
-    assert p4["IP_PROTO_UDP"] == codec.IP_PROTO_UDP
+    assert p4["ETHERTYPE_IPV4"] == P.ETHERTYPE_IPV4
+    assert p4["IP_PROTO_UDP"] == P.IP_PROTO_UDP
+    assert p4["CPU_PORT"] == P.CPU_PORT
+    assert p4["MGMT_READ_AGGREGATOR"] == P.MGMT_READ_AGGREGATOR
+    assert p4["MGMT_CLEAR_AGGREGATOR"] == P.MGMT_CLEAR_AGGREGATOR
+
+
+def test_every_shared_p4_constant_has_a_python_mirror():
+    """A constant added to constants.p4 must be mirrored here (or listed as P4-internal)."""
+    p4_internal = {"STATS_SIZE", "MAX_WORKER_ENTRIES", "INSTANCE_TYPE_REPLICATION"}
+    p4_internal |= {k for k in p4_constants() if k.startswith(("LANES_", "RESPOND_"))}
+    renamed = {"SA_ATP_UDP_PORT": "UDP_PORT", "SA_ATP_VERSION": "VERSION"}
+    enum_prefixes = ("OP_", "FLAG_", "BOUNCE_", "SLOT_", "DROP_")
+    for name in p4_constants():
+        if name in p4_internal or name.startswith(enum_prefixes):
+            continue
+        assert hasattr(P, renamed.get(name, name)), f"{name} has no mirror in protocol.constants"
 
 
 def test_header_lane_count_matches():

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from host_lib import quantize_torch
-from host_lib.protocol import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 from host_lib.quantize import (
     DEFAULT_EXPONENT,
     HEADROOM_BITS,
@@ -24,6 +23,7 @@ from host_lib.quantize import (
     predict_scales,
     qbits,
 )
+from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 from tests.quant_reference import reference_exponents, reference_quantize
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from host_lib import protocol as P
+from protocol import constants as P
 from tests.quant_reference import AllreduceReference
 from topologies.local import LocalCluster, local_job
 
@@ -132,8 +132,8 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
     """Too short, too long, an unknown protocol version and another job's result, received in
     the middle of a call: each is counted as malformed and the sum stays exact."""
     from host_lib.aggregator import AggregatorConfig, SwitchAggregator
-    from host_lib.codec import Endpoint, Frame, Header, encode_frame
     from host_lib.links import UdpTunnelLink
+    from protocol.codec import Endpoint, Frame, Header, encode_frame
 
     spec = local_job(1, 1, slots=16)
     with LocalCluster([spec], tmp_path) as cluster:

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
 from host_lib.rto import RtoEstimator
 from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
 
 WORKER = Endpoint("02:00:00:00:00:01", "10.0.0.1")
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import grpc
 
-CPU_PORT = 255
+from protocol.constants import CPU_PORT
+
 EMBEDDED = "softswitch-grpc"
 BMV2 = "simple_switch_grpc"
 

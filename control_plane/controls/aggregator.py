@@ -9,11 +9,8 @@ import numpy as np
 from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection, SwitchError
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, Header, encode_frame
-
-MGMT_READ_AGGREGATOR = 1
-MGMT_CLEAR_AGGREGATOR = 2
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, encode_frame
 
 # Any well-formed SA-ATP frame serves as the carrier of a management request.
 _CARRIER = encode_frame(Frame(Endpoint("02:00:00:00:00:00", "0.0.0.0"),
@@ -40,10 +37,10 @@ class Aggregator:
         self.evictions_counter = f"{path}.evictions"
 
     def read(self, conn: SwitchConnection, indices) -> list[AggregatorState]:
-        return self._request(conn, MGMT_READ_AGGREGATOR, list(indices))
+        return self._request(conn, P.MGMT_READ_AGGREGATOR, list(indices))
 
     def clear(self, conn: SwitchConnection, indices) -> None:
-        states = self._request(conn, MGMT_CLEAR_AGGREGATOR, list(indices))
+        states = self._request(conn, P.MGMT_CLEAR_AGGREGATOR, list(indices))
         dirty = [s.index for s in states if s.state != P.SlotState.EMPTY or any(s.lanes)]
         if dirty:
             raise SwitchError(f"aggregators {dirty[:8]} did not clear")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from control_plane.entries import TableEntry
 from control_plane.jobs import AdmittedJob
-from host_lib.codec import Endpoint, mac_bytes
+from protocol.codec import Endpoint, mac_bytes
 
 
 @dataclass(frozen=True)

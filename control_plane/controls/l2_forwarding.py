@@ -4,8 +4,8 @@ flooded through the flood multicast group."""
 from __future__ import annotations
 
 from control_plane.entries import MulticastGroup, TableEntry
-from host_lib import protocol as P
-from host_lib.codec import mac_bytes
+from protocol import constants as P
+from protocol.codec import mac_bytes
 
 
 class L2Forwarding:

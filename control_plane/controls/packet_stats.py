@@ -6,7 +6,7 @@ from __future__ import annotations
 from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection
-from host_lib import protocol as P
+from protocol import constants as P
 
 
 class PacketStats:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from control_plane.entries import TableEntry
 from control_plane.jobs import AdmittedJob
-from host_lib.codec import Endpoint
+from protocol.codec import Endpoint
 
 
 class ReplicaRewrite:

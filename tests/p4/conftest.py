@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from control_plane.jobs import JobSpec, WorkerSpec
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, Header, decode_frame, encode_frame
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, decode_frame, encode_frame
 
 PORTS = tuple(range(1, 9))
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")

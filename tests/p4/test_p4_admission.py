@@ -11,8 +11,8 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
 from control_plane.controls.drop_simulator import loss_threshold
-from host_lib import protocol as P
-from host_lib.codec import Endpoint, Frame, Header, encode_frame
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, encode_frame
 
 ONES = np.ones(P.LANES, np.int32)
 

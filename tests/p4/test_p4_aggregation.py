@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import Job, assert_result_to_all, job_spec, random_lanes, wrapping_sum
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 ONES = np.ones(P.LANES, np.int32)
 

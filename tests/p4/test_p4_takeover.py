@@ -3,7 +3,7 @@
 import numpy as np
 from conftest import Job, assert_result_to_all, job_spec
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 
 def partial_setup(target, controller):

@@ -1,13 +1,15 @@
 """SA-ATP protocol constants, mirrored from ``p4src/include/constants.p4``.
 
 docs/protocol.md is the contract; ``tests/test_protocol_constants.py`` checks that every value
-here equals the P4 program's.
+here equals the P4 program's, so every constant the P4 program shares with Python lives here.
 """
 
 from __future__ import annotations
 
 import enum
 
+ETHERTYPE_IPV4 = 0x0800
+IP_PROTO_UDP = 17
 UDP_PORT = 0x5A7A  # 23162
 VERSION = 1
 LANES = 64  # K: int32 values per packet
@@ -84,3 +86,9 @@ NUM_AGGREGATORS = 2 * NUM_SLOTS
 MAX_JOBS = 256
 STATS_PER_JOB = 16
 FLOOD_GROUP = 1
+
+# The controller's port (simple_switch_grpc --cpu-port) and the management ops it sends there
+# (docs/protocol.md §10).
+CPU_PORT = 255
+MGMT_READ_AGGREGATOR = 1
+MGMT_CLEAR_AGGREGATOR = 2

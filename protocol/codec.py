@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 FRAME_DTYPE = np.dtype([
     ("eth_dst", "V6"), ("eth_src", "V6"), ("eth_type", ">u2"),
@@ -38,8 +38,6 @@ HEADER_STRUCT = struct.Struct("!BBHHBBIIBBHH")
 assert HEADER_STRUCT.size == P.HEADER_LEN
 _L2L4_STRUCT = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
 _IP_HEADER = struct.Struct("!BBHHHBBH4s4s")
-ETHERTYPE_IPV4 = 0x0800
-IP_PROTO_UDP = 17
 _IP_TTL = 64
 _IP_DONT_FRAGMENT = 0x4000
 
@@ -155,14 +153,14 @@ def ipv4_checksum(header: bytes) -> int:
 
 def _ip_header(src: Endpoint, dst: Endpoint) -> bytes:
     total_len = P.IPV4_LEN + P.UDP_LEN + P.HEADER_LEN + P.PAYLOAD_LEN
-    fields = [0x45, 0, total_len, 0, _IP_DONT_FRAGMENT, _IP_TTL, IP_PROTO_UDP, 0,
+    fields = [0x45, 0, total_len, 0, _IP_DONT_FRAGMENT, _IP_TTL, P.IP_PROTO_UDP, 0,
               src.ip_raw, dst.ip_raw]
     fields[7] = ipv4_checksum(_IP_HEADER.pack(*fields))
     return _IP_HEADER.pack(*fields)
 
 
 def _l2l4(src: Endpoint, dst: Endpoint) -> bytes:
-    eth = dst.mac_raw + src.mac_raw + struct.pack("!H", ETHERTYPE_IPV4)
+    eth = dst.mac_raw + src.mac_raw + struct.pack("!H", P.ETHERTYPE_IPV4)
     udp = struct.pack("!HHHH", src.port, dst.port,
                       P.UDP_LEN + P.HEADER_LEN + P.PAYLOAD_LEN, 0)
     return eth + _ip_header(src, dst) + udp
@@ -183,13 +181,13 @@ def decode_frame(buf: bytes | memoryview) -> Frame:
                               f"{P.FRAME_LEN}")
     (eth_dst, eth_src, eth_type, ver_ihl, _tos, ip_len, _id, frag, _ttl, proto, csum, ip_src,
      ip_dst, sport, dport, udp_len, _ucsum) = _L2L4_STRUCT.unpack_from(buf, 0)
-    if eth_type != ETHERTYPE_IPV4:
+    if eth_type != P.ETHERTYPE_IPV4:
         raise MalformedPacket(f"EtherType {eth_type:#06x} is not IPv4")
     if ver_ihl != 0x45:
         raise MalformedPacket(f"IPv4 version/IHL byte {ver_ihl:#04x}, expected 0x45 (no options)")
     if frag & 0x1FFF or frag & 0x2000:
         raise MalformedPacket("IPv4 fragment")
-    if proto != IP_PROTO_UDP:
+    if proto != P.IP_PROTO_UDP:
         raise MalformedPacket(f"IP protocol {proto} is not UDP")
     ip_hdr = bytes(buf[P.ETH_LEN:P.ETH_LEN + P.IPV4_LEN])
     expected = ipv4_checksum(ip_hdr[:10] + b"\0\0" + ip_hdr[12:])
@@ -267,8 +265,8 @@ def valid_mask(frames: np.ndarray) -> np.ndarray:
     """Which frames of a batch are well-formed SA-ATP frames (vectorised :func:`decode_frame`
     checks, except the IPv4 checksum, which only the switch's peers need to trust)."""
     ver_op = frames["ver_op"]
-    return ((frames["eth_type"] == ETHERTYPE_IPV4) & (frames["ip_ver_ihl"] == 0x45)
-            & (frames["ip_proto"] == IP_PROTO_UDP)
+    return ((frames["eth_type"] == P.ETHERTYPE_IPV4) & (frames["ip_ver_ihl"] == 0x45)
+            & (frames["ip_proto"] == P.IP_PROTO_UDP)
             & ((frames["udp_dport"] == P.UDP_PORT) | (frames["udp_sport"] == P.UDP_PORT))
             & ((ver_op >> 4) == P.VERSION) & np.isin(ver_op & 0xF, list(P.Op))
             & ((frames["flags"] & (0xFF ^ P.KNOWN_FLAGS)) == 0))

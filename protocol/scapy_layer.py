@@ -22,7 +22,7 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
-from host_lib import protocol as P
+from protocol import constants as P
 
 _OPS = {op.value: op.name for op in P.Op}
 _REASONS = {r.value: r.name for r in P.Bounce}
