@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
+from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
-from host_lib.takeover import RoundPlan
-from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
+from host_lib.transport import Transport
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch
 

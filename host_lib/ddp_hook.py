@@ -22,8 +22,7 @@ import torch
 import torch.distributed as dist
 
 from host_lib.aggregator import SwitchAggregator
-from host_lib.takeover import RoundPlan
-from host_lib.transport import CallStats
+from host_lib.rounds import CallStats, RoundPlan
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Slot takeover, the helper's side (docs/protocol.md §4.3, §7.2).
+"""Slot takeover (docs/protocol.md §4.3, §7.2): the helper role and a helper's collection.
 
 When the chunks of leading workers wait only for a straggler, a leading worker — the chunk's
 *helper* — asks the switch for the slot's partial aggregate, which frees the slot for the next
@@ -9,6 +9,12 @@ to it directly) and sends the completed sum through the switch, which multicasts
 the contributions that came directly apart until it can tell which contributions the partial
 already holds, so no contribution is ever counted twice, whichever arrives first and however
 often. Two helpers of the same chunk (one replaced after a timeout) compute the same exact sum.
+
+:class:`HelperRole` is everything a worker does for takeover: as a helper it asks the switch for
+slots, collects contributions and sends results; as a worker whose chunk was taken it sends its
+contribution to the helper. It is a mixin of :class:`~host_lib.transport.Transport`, whose link,
+addressing, rounds and retransmission timer it uses, so the helper's side lives here in one
+place while the round loop stays in transport.py.
 """
 
 from __future__ import annotations
@@ -18,33 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan
 from protocol import constants as P
+from protocol.codec import field_offset, frame_lanes
 
-
-@dataclass(frozen=True)
-class RoundPlan:
-    """How this worker takes part in a call, decided per iteration by the straggler policy.
-
-    ``helpers`` are the leading workers in duty order: chunk c's helper is
-    ``helpers[c % len(helpers)]``, the same for every worker; the next one in order steps in if
-    the first is slow (or a straggler itself), and the switch then names it. A worker that
-    missed who took a chunk over sends to the first, which forwards. No helpers means no
-    takeover. A helper takes a chunk over once it has waited ``takeover_after`` seconds (at
-    least two RTOs) and, where ``stragglers`` are known, only stragglers are missing. ``expected`` is the bitmap of workers whose contributions
-    complete a chunk (0: every worker of the job).
-    """
-
-    contribute: bool = True  # False: sit the call out, recover results with probes (DPAR)
-    fanin: int = 0  # in-band fan-in for the switch (0: the job's)
-    helpers: tuple[int, ...] = ()
-    stragglers: frozenset[int] = frozenset()
-    expected: int = 0
-    takeover_after: float = 0.0
-
-    def helper(self, chunk: int) -> int | None:
-        if not self.helpers:
-            return None
-        return self.helpers[chunk % len(self.helpers)]
+_VER_OP, _FLAGS = field_offset("ver_op"), field_offset("flags")
+_DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 
 
 @dataclass
@@ -106,3 +91,154 @@ class HelperDuty:
         self.result_count = bin(have).count("1")
         self.completed_at = now
         return True
+
+
+class HelperRole:
+    """The takeover side of a :class:`~host_lib.transport.Transport` (see the module docstring).
+
+    Uses from the transport: ``link``, ``worker``, ``slots``, ``all_workers``, ``rto``,
+    ``duties``, ``_helpers`` (chunk -> helper the switch named), ``_plan``, ``_recent``,
+    ``_address`` and ``_send_control``.
+    """
+
+    def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
+        """As a helper, ask the switch for the slots of chunks that have waited long enough
+        and miss only stragglers; returns when to look again."""
+        plan = rnd.plan
+        if self.worker not in plan.helpers:
+            return np.inf
+        after = max(2 * self.rto.rto, plan.takeover_after)
+        window = np.arange(max(0, rnd.next_to_send - self.slots), rnd.next_to_send)
+        waiting = window[~rnd.done[window] & (rnd.taken_by[window] < 0)]
+        if not len(waiting):
+            return np.inf
+        straggler_bits = sum(1 << s for s in plan.stragglers)
+        me = plan.helpers.index(self.worker)
+        next_look = np.inf
+        for j in waiting:
+            chunk = rnd.base + int(j)
+            # The chunk's helper acts first. The next one in duty order steps in later, should
+            # the first be slow, or be a straggler itself; the switch then names the second.
+            turn = (me - chunk) % len(plan.helpers)
+            if turn > 1:
+                continue
+            asked = rnd.asked_takeover[j]
+            due = (rnd.sent_at[j] + after * (1 + 2 * turn)) if np.isnan(asked) \
+                else asked + self.rto.rto
+            if due > now:
+                next_look = min(next_look, due)
+                continue
+            if straggler_bits and int(rnd.missing[j]) & ~straggler_bits:
+                continue  # a leading worker is missing: loss, not a straggler; let it retry
+            self._send_control(P.Op.TAKEOVER, chunk)
+            rnd.asked_takeover[j] = now
+            stats.takeovers += 1
+            stats.packets_sent += 1
+            next_look = min(next_look, now + self.rto.rto)
+        return next_look
+
+    def _to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
+        """Our contribution to a taken-over chunk, straight to its helper (a worker that sits
+        the call out sends a probe, which only asks for the result)."""
+        chunk = rnd.base + j
+        probe = not rnd.plan.contribute
+        if helper == self.worker:
+            duty = self._duty(chunk, rnd.plan)
+            if duty.result is not None:
+                self._send_result(duty)  # our own result got lost: have the switch resend it
+            elif not probe:
+                self._add_own(duty, rnd, j)
+                self._maybe_complete(duty, stats)
+            return
+        frame = bytearray(rnd.frame(j))
+        frame[_VER_OP] = (P.VERSION << 4) | P.Op.HELPER_DATA
+        frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
+                         else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
+        self._address(frame, helper)
+        self.link.send(frame)
+        stats.packets_sent += 1
+        stats.helper_data += 1
+
+    def _forward(self, frame: memoryview, helper: int) -> None:
+        out = bytearray(frame)
+        out[_FLAGS] |= P.Flag.COPY
+        self._address(out, helper)
+        self.link.send(out)
+
+    def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
+        duty = self.duties.get(chunk)
+        if duty is None:
+            duty = HelperDuty(chunk, chunk % self.slots, (chunk // self.slots) % 2,
+                              plan.expected or self.all_workers)
+            self.duties[chunk] = duty
+        return duty
+
+    def _helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
+                     frame: memoryview, exp: int, scale: int) -> None:
+        duty = self.duties.get(chunk)
+        if duty is not None and duty.result is not None:
+            self._send_result(duty)  # the sender missed the result: send it again
+            return
+        if self._resend_known_result(chunk):
+            return
+        helper = self._helpers.get(chunk)
+        if duty is None and helper is not None and helper != self.worker:
+            # The switch named another helper and the sender missed that. A forwarded copy is
+            # marked COPY and never forwarded again, so frames cannot circle between workers
+            # whose news of the helper differ.
+            if not flags & P.Flag.COPY:
+                self._forward(frame, helper)
+            return
+        if flags & P.Flag.PROBE:
+            return  # only asks for a result we do not have yet
+        if duty is None:
+            if self._plan.helper(chunk) != self.worker and helper != self.worker:
+                return  # asked as a peer, and we know of no helper: the sender asks the next
+            # We are the designated helper and the partial is still on its way, or we missed
+            # it: (re)ask the switch, which re-sends it and names us. Should the slot have
+            # moved on meanwhile, the partial is gone, and every worker's own contribution
+            # completes the chunk instead: ours goes in now.
+            duty = self._duty(chunk, self._plan)
+            self._send_control(P.Op.TAKEOVER, chunk)
+            stats.takeovers += 1
+            for rnd in self._recent:
+                j = rnd.index(chunk)
+                if j is not None and rnd.plan.contribute:
+                    self._add_own(duty, rnd, j)
+        try:
+            duty.add_direct(worker, frame_lanes(frame), exp, scale)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        self._maybe_complete(duty, stats)
+
+    def _add_own(self, duty: HelperDuty, rnd: Round, j: int) -> None:
+        f = rnd.frames[j]
+        duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]), int(f["scale"]))
+
+    def _resend_known_result(self, chunk: int) -> bool:
+        """If a recent round of ours holds chunk's result, have the switch multicast it again
+        (as a helper result: every worker already holding it checks that it is equal)."""
+        for rnd in self._recent:
+            j = rnd.index(chunk)
+            if j is not None and rnd.done[j]:
+                self._send_control(P.Op.HELPER_RESULT, chunk, rnd.sums[j].copy(),
+                                   bitmap=int(rnd.bitmaps[j]), count=int(rnd.counts[j]),
+                                   scale=int(rnd.frames["scale"][j]), exp=int(rnd.exps[j]))
+                return True
+        return False
+
+    def _maybe_complete(self, duty: HelperDuty, stats: CallStats) -> None:
+        if duty.try_complete(time.monotonic()):
+            stats.helper_results += 1
+            self._send_result(duty)
+
+    def _send_result(self, duty: HelperDuty) -> None:
+        self._send_control(P.Op.HELPER_RESULT, duty.chunk, duty.result,
+                           bitmap=duty.result_bitmap, count=duty.result_count,
+                           scale=duty.scale or 0, exp=duty.exp)
+
+    def _expire_duties(self, now: float) -> None:
+        old = [c for c, d in self.duties.items()
+               if now - (d.completed_at or d.created_at) > _DUTY_LIFETIME]
+        for chunk in old:
+            del self.duties[chunk]

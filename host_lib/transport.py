@@ -1,7 +1,7 @@
 """The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7).
 
-A :class:`Round` is a run of consecutive chunk ids whose DATA frames are prebuilt in one numpy
-array. :class:`Transport` pushes a round through the switch over a link: at most W chunks in
+:class:`Transport` pushes a :class:`~host_lib.rounds.Round` (consecutive chunk ids whose DATA
+frames are prebuilt in one numpy array) through the switch over a link: at most W chunks in
 flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
@@ -9,10 +9,10 @@ drains what has arrived (a batch of frames at a time, results applied with array
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
 nothing to do.
 
-With a :class:`~host_lib.takeover.RoundPlan` that names helpers, the transport also takes slots
-over for chunks that wait on stragglers, sends late contributions to helpers, and serves as a
-helper itself (:class:`~host_lib.takeover.HelperDuty`). Helper duties outlive the call they
-belong to: :meth:`Transport.serve_idle` answers peers between calls.
+With a :class:`~host_lib.rounds.RoundPlan` that names helpers, the transport also plays the
+helper role of slot takeover (:class:`~host_lib.takeover.HelperRole`, kept in takeover.py).
+Helper duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers
+between calls.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import select
 import time
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import deque
 
 import numpy as np
 
+from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
-from host_lib.takeover import HelperDuty, RoundPlan
+from host_lib.takeover import HelperDuty, HelperRole
 from protocol import constants as P
 from protocol.codec import (
     FRAME_DTYPE,
@@ -35,6 +35,8 @@ from protocol.codec import (
     Frame,
     Header,
     encode_frame,
+    field_offset,
+    frame_lanes,
     ipv4_checksum,
 )
 
@@ -42,99 +44,16 @@ log = logging.getLogger(__name__)
 
 _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
 # Byte offsets of the fields a worker rewrites in a frame it redirects to a peer.
-_VER_OP, _FLAGS, _ETH_DST, _IP_CSUM, _IP_DST, _UDP_DPORT = (
-    FRAME_DTYPE.fields[name][1]
-    for name in ("ver_op", "flags", "eth_dst", "ip_csum", "ip_dst", "udp_dport"))
-_LANES = np.dtype(">i4")
-_SERIAL_HALF = 1 << 31
+_FLAGS, _ETH_DST, _IP_CSUM, _IP_DST, _UDP_DPORT = (
+    field_offset(name) for name in ("flags", "eth_dst", "ip_csum", "ip_dst", "udp_dport"))
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
-_DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
 _RX_BATCH = 256  # frames received before they are handled together
 _RESULT_VER_OP = (P.VERSION << 4) | P.Op.RESULT
 
 
-class SwitchSilent(RuntimeError):
-    """The switch sent nothing for longer than the silence bound while chunks were pending."""
-
-
-class ProtocolError(RuntimeError):
-    """The switch or a peer said something that can never be right (a result that changed, a
-    scale mismatch, a result lost for good): the call fails rather than return a wrong sum."""
-
-
-@dataclass
-class CallStats:
-    """What one allreduce call cost; returned to the caller and summed by the benchmarks."""
-
-    elements: int = 0
-    chunks: int = 0
-    packets_sent: int = 0
-    retransmissions: int = 0
-    timeouts: int = 0
-    results: int = 0
-    duplicate_results: int = 0
-    repairs: int = 0
-    malformed: int = 0
-    takeovers: int = 0  # TAKEOVER requests this worker sent as a helper
-    taken: int = 0  # chunks of this call resolved by a takeover
-    helper_data: int = 0  # contributions sent to helpers
-    helper_results: int = 0  # chunks this worker completed as a helper
-    bounces: Counter = field(default_factory=Counter)
-    elapsed_s: float = 0.0
-    fallback: str | None = None
-
-    _SUMMED = ("elements", "chunks", "packets_sent", "retransmissions", "timeouts", "results",
-               "duplicate_results", "repairs", "malformed", "takeovers", "taken", "helper_data",
-               "helper_results", "elapsed_s")
-
-    def add(self, other: CallStats) -> None:
-        for name in self._SUMMED:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.bounces.update(other.bounces)
-
-
-class Round:
-    """Chunks ``base .. base + n - 1`` of the job's stream, with their frames and results."""
-
-    def __init__(self, frames: np.ndarray, base: int, plan: RoundPlan | None = None):
-        self.frames = frames
-        self.base = base
-        self.n = len(frames)
-        self.plan = plan or RoundPlan()
-        self.wire = memoryview(frames.view(np.uint8)).cast("B")
-        self.sent_at = np.full(self.n, np.nan)
-        self.deadline = np.full(self.n, np.inf)
-        self.retries = np.zeros(self.n, np.int32)  # retransmissions (Karn's rule, statistics)
-        self.backoff = np.zeros(self.n, np.int32)  # timer doublings since the last sign of life
-        self.done = np.zeros(self.n, bool)
-        self.taken_by = np.full(self.n, -1, np.int16)  # helper of a taken-over chunk
-        self.included = np.zeros(self.n, bool)  # the switch's sum holds our contribution
-        self.attempt = np.zeros(self.n, np.int32)  # which peer we ask for a lost result
-        self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
-        self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
-        self.sums = np.zeros((self.n, P.LANES), np.int32)
-        self.exps = np.zeros(self.n, np.uint16)
-        self.bitmaps = np.zeros(self.n, np.uint32)
-        self.counts = np.zeros(self.n, np.uint8)
-        self.completed = 0
-        self.next_to_send = 0
-        self.first_pending = 0  # no chunk before it waits for a result
-
-    def frame(self, j: int) -> memoryview:
-        return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]
-
-    def index(self, chunk: int) -> int | None:
-        """Position of a chunk id in this round, or None."""
-        j = (chunk - self.base) & 0xFFFFFFFF
-        return j if j < self.n else None
-
-    def is_future(self, chunk: int) -> bool:
-        return (chunk - self.base - self.n) & 0xFFFFFFFF < _SERIAL_HALF
-
-
-class Transport:
+class Transport(HelperRole):
     """One worker's stream of rounds for one job, over one link."""
 
     def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
@@ -291,70 +210,6 @@ class Transport:
         others = [w for w in sorted(self.peers) if w != self.worker] or [self.worker]
         return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
 
-    def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
-        """As a helper, ask the switch for the slots of chunks that have waited long enough
-        and miss only stragglers; returns when to look again."""
-        plan = rnd.plan
-        if self.worker not in plan.helpers:
-            return np.inf
-        after = max(2 * self.rto.rto, plan.takeover_after)
-        window = np.arange(max(0, rnd.next_to_send - self.slots), rnd.next_to_send)
-        waiting = window[~rnd.done[window] & (rnd.taken_by[window] < 0)]
-        if not len(waiting):
-            return np.inf
-        straggler_bits = sum(1 << s for s in plan.stragglers)
-        me = plan.helpers.index(self.worker)
-        next_look = np.inf
-        for j in waiting:
-            chunk = rnd.base + int(j)
-            # The chunk's helper acts first. The next one in duty order steps in later, should
-            # the first be slow, or be a straggler itself; the switch then names the second.
-            turn = (me - chunk) % len(plan.helpers)
-            if turn > 1:
-                continue
-            asked = rnd.asked_takeover[j]
-            due = (rnd.sent_at[j] + after * (1 + 2 * turn)) if np.isnan(asked) \
-                else asked + self.rto.rto
-            if due > now:
-                next_look = min(next_look, due)
-                continue
-            if straggler_bits and int(rnd.missing[j]) & ~straggler_bits:
-                continue  # a leading worker is missing: loss, not a straggler; let it retry
-            self._send_control(P.Op.TAKEOVER, chunk)
-            rnd.asked_takeover[j] = now
-            stats.takeovers += 1
-            stats.packets_sent += 1
-            next_look = min(next_look, now + self.rto.rto)
-        return next_look
-
-    def _to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
-        """Our contribution to a taken-over chunk, straight to its helper (a worker that sits
-        the call out sends a probe, which only asks for the result)."""
-        chunk = rnd.base + j
-        probe = not rnd.plan.contribute
-        if helper == self.worker:
-            duty = self._duty(chunk, rnd.plan)
-            if duty.result is not None:
-                self._send_result(duty)  # our own result got lost: have the switch resend it
-            elif not probe:
-                self._add_own(duty, rnd, j)
-                self._maybe_complete(duty, stats)
-            return
-        frame = bytearray(rnd.frame(j))
-        frame[_VER_OP] = (P.VERSION << 4) | P.Op.HELPER_DATA
-        frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
-                         else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
-        self._address(frame, helper)
-        self.link.send(frame)
-        stats.packets_sent += 1
-        stats.helper_data += 1
-
-    def _forward(self, frame: memoryview, helper: int) -> None:
-        out = bytearray(frame)
-        out[_FLAGS] |= P.Flag.COPY
-        self._address(out, helper)
-        self.link.send(out)
-
     def _address(self, frame: bytearray, worker: int) -> None:
         """Point a frame at a peer (MAC, IP, UDP port) and fix its IPv4 checksum."""
         peer = self.peers[worker]
@@ -462,7 +317,7 @@ class Transport:
                 self._helpers.pop(next(iter(self._helpers)))
         if op == P.Op.PARTIAL and worker == self.worker:
             duty = self._duty(chunk, rnd.plan if rnd is not None else self._plan)
-            duty.add_partial(_lanes(frame), bitmap, exp, scale)
+            duty.add_partial(frame_lanes(frame), bitmap, exp, scale)
             self._maybe_complete(duty, stats)
         j = rnd.index(chunk) if rnd is not None else None
         if rnd is not None and op in (P.Op.RESULT, P.Op.PARTIAL):
@@ -551,90 +406,8 @@ class Transport:
             return
         stats.duplicate_results += 1
         if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp
-                or not np.array_equal(rnd.sums[j], _lanes(frame))):
+                or not np.array_equal(rnd.sums[j], frame_lanes(frame))):
             raise ProtocolError(f"chunk {rnd.base + j}: a second result differs from the "
                                 f"first (bitmap {bitmap:#x} vs {int(rnd.bitmaps[j]):#x})")
 
-    # -- helper duties ------------------------------------------------------------------------
 
-    def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
-        duty = self.duties.get(chunk)
-        if duty is None:
-            duty = HelperDuty(chunk, chunk % self.slots, (chunk // self.slots) % 2,
-                              plan.expected or self.all_workers)
-            self.duties[chunk] = duty
-        return duty
-
-    def _helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
-                     frame: memoryview, exp: int, scale: int) -> None:
-        duty = self.duties.get(chunk)
-        if duty is not None and duty.result is not None:
-            self._send_result(duty)  # the sender missed the result: send it again
-            return
-        if self._resend_known_result(chunk):
-            return
-        helper = self._helpers.get(chunk)
-        if duty is None and helper is not None and helper != self.worker:
-            # The switch named another helper and the sender missed that. A forwarded copy is
-            # marked COPY and never forwarded again, so frames cannot circle between workers
-            # whose news of the helper differ.
-            if not flags & P.Flag.COPY:
-                self._forward(frame, helper)
-            return
-        if flags & P.Flag.PROBE:
-            return  # only asks for a result we do not have yet
-        if duty is None:
-            if self._plan.helper(chunk) != self.worker and helper != self.worker:
-                return  # asked as a peer, and we know of no helper: the sender asks the next
-            # We are the designated helper and the partial is still on its way, or we missed
-            # it: (re)ask the switch, which re-sends it and names us. Should the slot have
-            # moved on meanwhile, the partial is gone, and every worker's own contribution
-            # completes the chunk instead: ours goes in now.
-            duty = self._duty(chunk, self._plan)
-            self._send_control(P.Op.TAKEOVER, chunk)
-            stats.takeovers += 1
-            for rnd in self._recent:
-                j = rnd.index(chunk)
-                if j is not None and rnd.plan.contribute:
-                    self._add_own(duty, rnd, j)
-        try:
-            duty.add_direct(worker, _lanes(frame), exp, scale)
-        except ValueError as exc:
-            raise ProtocolError(str(exc)) from None
-        self._maybe_complete(duty, stats)
-
-    def _add_own(self, duty: HelperDuty, rnd: Round, j: int) -> None:
-        f = rnd.frames[j]
-        duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]), int(f["scale"]))
-
-    def _resend_known_result(self, chunk: int) -> bool:
-        """If a recent round of ours holds chunk's result, have the switch multicast it again
-        (as a helper result: every worker already holding it checks that it is equal)."""
-        for rnd in self._recent:
-            j = rnd.index(chunk)
-            if j is not None and rnd.done[j]:
-                self._send_control(P.Op.HELPER_RESULT, chunk, rnd.sums[j].copy(),
-                                   bitmap=int(rnd.bitmaps[j]), count=int(rnd.counts[j]),
-                                   scale=int(rnd.frames["scale"][j]), exp=int(rnd.exps[j]))
-                return True
-        return False
-
-    def _maybe_complete(self, duty: HelperDuty, stats: CallStats) -> None:
-        if duty.try_complete(time.monotonic()):
-            stats.helper_results += 1
-            self._send_result(duty)
-
-    def _send_result(self, duty: HelperDuty) -> None:
-        self._send_control(P.Op.HELPER_RESULT, duty.chunk, duty.result,
-                           bitmap=duty.result_bitmap, count=duty.result_count,
-                           scale=duty.scale or 0, exp=duty.exp)
-
-    def _expire_duties(self, now: float) -> None:
-        old = [c for c, d in self.duties.items()
-               if now - (d.completed_at or d.created_at) > _DUTY_LIFETIME]
-        for chunk in old:
-            del self.duties[chunk]
-
-
-def _lanes(frame: memoryview) -> np.ndarray:
-    return np.frombuffer(frame, _LANES, P.LANES, P.LANES_OFFSET)

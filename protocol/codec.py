@@ -200,10 +200,20 @@ def decode_frame(buf: bytes | memoryview) -> Frame:
         raise MalformedPacket(f"UDP ports {sport}->{dport}: neither is the SA-ATP port "
                               f"{P.UDP_PORT}")
     header = Header.unpack(buf, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
-    lanes = np.frombuffer(buf, ">i4", P.LANES, P.LANES_OFFSET).astype(np.int32)
+    lanes = frame_lanes(buf).astype(np.int32)
     return Frame(src=Endpoint(mac_str(eth_src), str(ipaddress.IPv4Address(ip_src)), sport),
                  dst=Endpoint(mac_str(eth_dst), str(ipaddress.IPv4Address(ip_dst)), dport),
                  header=header, lanes=lanes)
+
+
+def frame_lanes(buf: bytes | bytearray | memoryview) -> np.ndarray:
+    """The lanes of one frame, viewed in place as big-endian int32 (no copy)."""
+    return np.frombuffer(buf, ">i4", P.LANES, P.LANES_OFFSET)
+
+
+def field_offset(name: str) -> int:
+    """Byte offset of a :data:`FRAME_DTYPE` field within a frame (for rewriting it in place)."""
+    return FRAME_DTYPE.fields[name][1]
 
 
 class FrameBatch:

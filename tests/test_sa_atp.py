@@ -12,8 +12,8 @@ from examples import digits
 from host_lib.policies.base import StepHistory
 from host_lib.policies.detection import StragglerDetector
 from host_lib.policies.sa_atp import SaAtp
+from host_lib.rounds import RoundPlan
 from host_lib.sampling import split
-from host_lib.takeover import RoundPlan
 from tests.quant_reference import AllreduceReference
 from topologies.local import LocalCluster, local_job
 

@@ -6,8 +6,9 @@ import os
 import numpy as np
 import pytest
 
+from host_lib.rounds import CallStats, ProtocolError, Round, SwitchSilent
 from host_lib.rto import RtoEstimator
-from host_lib.transport import CallStats, ProtocolError, Round, SwitchSilent, Transport
+from host_lib.transport import Transport
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
 

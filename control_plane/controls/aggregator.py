@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection, SwitchError
 from protocol import constants as P
-from protocol.codec import Endpoint, Frame, Header, encode_frame
+from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes
 
 # Any well-formed SA-ATP frame serves as the carrier of a management request.
 _CARRIER = encode_frame(Frame(Endpoint("02:00:00:00:00:00", "0.0.0.0"),
                               Endpoint("02:00:00:00:00:00", "0.0.0.0"),
                               Header(op=P.Op.DATA, job=0)))
-_LANES = np.dtype(">i4")
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ class Aggregator:
 
 def _decode(index: int, payload: bytes) -> AggregatorState:
     h = Header.unpack(payload, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
-    lanes = np.frombuffer(payload, _LANES, P.LANES, P.LANES_OFFSET)
+    lanes = frame_lanes(payload)
     return AggregatorState(index=index, state=P.SlotState(h.reason), chunk=h.chunk,
                            bitmap=h.bitmap, count=h.count, scale=h.scale, exp=h.exp,
                            helper=h.worker, lanes=tuple(int(v) for v in lanes))

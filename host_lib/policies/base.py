@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from host_lib.takeover import RoundPlan
+from host_lib.rounds import RoundPlan
 
 
 @dataclass(frozen=True)
