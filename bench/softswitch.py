@@ -21,26 +21,12 @@ from topologies.local import local_job
 WORKERS = 4
 
 
-class _RecordingConnection:
-    """Stands in for the controller's switch connection and keeps the writes it makes, to be
-    replayed on both targets."""
-
-    def __init__(self, p4info):
-        self.p4info = p4info
-        self.requests: list[pb.WriteRequest] = []
-
-    def write(self, updates, batch: int = 1000) -> None:
-        request = pb.WriteRequest(device_id=0)
-        request.updates.extend(updates)
-        self.requests.append(request)
-
-
 def admission_writes(spec) -> list[pb.WriteRequest]:
-    controller = Controller("recording", ports=[w.port for w in spec.workers])
-    controller.conn = _RecordingConnection(controller._p4info)
-    controller.aggregator.clear = lambda conn, indices: None  # a fresh pipeline is all zero
-    controller.admit(spec)
-    return controller.conn.requests
+    """What the controller writes to admit ``spec`` on a fresh pipeline (whose aggregators are
+    already clear)."""
+    _, updates = Controller("offline", ports=[w.port for w in spec.workers]).admission_updates(
+        spec)
+    return [pb.WriteRequest(device_id=0, updates=updates)]
 
 
 def traffic(spec, chunks: int, contributors: int) -> list[tuple[int, bytes]]:

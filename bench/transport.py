@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from bench.timing import interleaved_best
-from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.links import UdpTunnelLink
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
@@ -58,17 +58,17 @@ def run(elements: int = 1 << 21) -> dict:
     try:
         spec = local_job(1, 1, slots=256)
         link = UdpTunnelLink(address)
-        aggregator = SwitchAggregator(AggregatorConfig.from_spec(spec, 0), link)
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0), link)
         values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
-        aggregator.allreduce(values)  # warm-up: compiles the quantizer, fills the predictor
+        comm.allreduce(values)  # warm-up: compiles the quantizer, fills the predictor
         calls = []
         for _ in range(3):
             started = time.perf_counter()
-            total = aggregator.allreduce(values)
-            calls.append((time.perf_counter() - started, aggregator.last_stats))
+            total = comm.allreduce(values)
+            calls.append((time.perf_counter() - started, comm.last_stats))
         np.testing.assert_allclose(total, values, atol=float(np.abs(values).max()) * 1e-6)
         wall, stats = min(calls, key=lambda c: c[0])
-        aggregator.close()
+        comm.close()
 
         # The raw loop: the same number of DATA frames, prebuilt, sent on the same socket type.
         w = spec.workers[0]

@@ -20,8 +20,8 @@ from p4.v1 import p4runtime_pb2
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator, AggregatorState
 from control_plane.controls.drop_simulator import DropSimulator
+from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission, JobConfig
-from control_plane.controls.l2_forwarding import L2Forwarding
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.controls.replica_rewrite import ReplicaRewrite
 from control_plane.entries import MulticastGroup, TableEntry
@@ -141,22 +141,29 @@ class Controller:
     def admit(self, spec: JobSpec) -> AdmittedJob:
         """Validate, allocate, then install a job: the aggregators of its range are cleared
         before its jobs entry, written last, lets its packets in."""
+        job, updates = self.admission_updates(spec)
+        conn = self._connection()
+        self.aggregator.clear(conn, job.aggregator_range())
+        conn.write(updates)
+        self.desired.allocator.add(job)
+        log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
+                 job.slot_base + spec.slots - 1, len(spec.workers))
+        return job
+
+    def admission_updates(self, spec: JobSpec) -> tuple[AdmittedJob, list[Update]]:
+        """Validate and place a job, and return the updates that install it (its jobs entry
+        last) without writing anything or recording the job; :meth:`admit` writes them, and
+        tools that replay a controller's writes on another target use them directly."""
         spec.validate(known_ports=set(self.desired.ports))
         if spec.id in self.desired.transit_jobs:
             raise SpecError(f"job {spec.id} is marked transit on this switch")
         job = self.desired.allocator.allocate(spec)
         self._check_hosts(job)
-        conn = self._connection()
-        self.aggregator.clear(conn, job.aggregator_range())
-        conn.write([_insert_group(self._group(job))]
-                   + [_insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [_insert(e, self._p4info) for e in self.admission.worker_entries(job)]
-                   + [_insert(e, self._p4info) for e in self._new_host_entries(job)]
-                   + [_insert(self.admission.job_entry(job), self._p4info)])
-        self.desired.allocator.add(job)
-        log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
-                 job.slot_base + spec.slots - 1, len(spec.workers))
-        return job
+        return job, ([_insert_group(self._group(job))]
+                     + [_insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
+                     + [_insert(e, self._p4info) for e in self.admission.worker_entries(job)]
+                     + [_insert(e, self._p4info) for e in self._new_host_entries(job)]
+                     + [_insert(self.admission.job_entry(job), self._p4info)])
 
     def add_transit(self, job_id: int) -> None:
         """Forward job ``job_id``'s packets instead of aggregating them (the job is aggregated
@@ -286,9 +293,6 @@ class Controller:
 
     def save_state(self, path: str | Path) -> None:
         Path(path).write_text(self.desired.to_json() + "\n")
-
-    def load_state(self, path: str | Path) -> None:
-        self.desired = DesiredState.from_json(Path(path).read_text())
 
     # -- internals --------------------------------------------------------------------------
 

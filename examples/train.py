@@ -88,16 +88,16 @@ def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[t
 
 def switch_hook_state(args, rank: int, fallback: bool = True):
     """Aggregator, link and hook state for this rank's worker of the job. Without
-    ``fallback`` the aggregator has no gloo fallback: its per-call agreement is a collective
+    ``fallback`` the communicator has no gloo fallback: its per-call agreement is a collective
     that would hold every worker to the pace of the slowest."""
     from control_plane.jobs import load_spec
-    from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+    from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
     from host_lib.ddp_hook import SaAtpHookState
     from host_lib.fallback import FallbackGroup
     from host_lib.links import RawEthernetLink, UdpTunnelLink
 
     spec = load_spec(args.job_spec)
-    config = AggregatorConfig.from_spec(spec, rank, silence_timeout=args.silence_timeout)
+    config = CommunicatorConfig.from_spec(spec, rank, silence_timeout=args.silence_timeout)
     if args.interface:
         link = RawEthernetLink(args.interface, config.local.ip, config.local.port)
     else:
@@ -105,7 +105,7 @@ def switch_hook_state(args, rank: int, fallback: bool = True):
         host, port = ports[str(spec.worker(rank).port)]
         link = UdpTunnelLink((host, port))
     group = FallbackGroup.create() if fallback else None
-    return SaAtpHookState(SwitchAggregator(config, link, group))
+    return SaAtpHookState(SwitchCommunicator(config, link, group))
 
 
 @dataclass
@@ -259,7 +259,7 @@ class Trainer:
     def reduce(self, values: torch.Tensor, plan: IterationPlan) -> torch.Tensor:
         """The aggregate of the contributors' gradients, divided by their weights."""
         if self.switch:
-            result, stats = self.state.aggregator.allreduce_async(
+            result, stats = self.state.communicator.allreduce_async(
                 values.numpy(), weights=plan.weights(), tag="gradient",
                 plan=plan.round_plan(self.rank)).result()
             self.state.record(stats)
@@ -272,7 +272,7 @@ class Trainer:
 
     def close(self) -> None:
         if self.switch:
-            self.state.aggregator.close()
+            self.state.communicator.close()
 
 
 def main(argv=None) -> None:

@@ -5,13 +5,13 @@ the real ``dist.GradBucket`` and ``Future[Tensor]`` types.)
 
 In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
 
-    state = SaAtpHookState(aggregator, weights=[1.0] * world_size)   # mean, as allreduce_hook
+    state = SaAtpHookState(communicator, weights=[1.0] * world_size)   # mean, as allreduce_hook
     ddp_model.register_comm_hook(state, sa_atp_hook)
 
-The hook hands each bucket to the aggregator's I/O thread and returns at once with a
+The hook hands each bucket to the communicator's I/O thread and returns at once with a
 ``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
 loops that normalise the loss themselves). CUDA buckets are staged through
-pinned host memory. A failed switch path falls back to gloo inside the aggregator (see
+pinned host memory. A failed switch path falls back to gloo inside the communicator (see
 :mod:`host_lib.fallback`), so the future always carries the right values or an exception.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from host_lib.aggregator import SwitchAggregator
+from host_lib.communicator import SwitchCommunicator
 from host_lib.rounds import CallStats, RoundPlan
 
 
@@ -32,7 +32,7 @@ class SaAtpHookState:
     training loops that normalise the loss themselves. ``plan`` is how this worker takes part in
     the current iteration (set per iteration by a straggler policy)."""
 
-    aggregator: SwitchAggregator
+    communicator: SwitchCommunicator
     weights: list[float] | None = None
     plan: RoundPlan | None = None
     stats: list[CallStats] = field(default_factory=list)  # per bucket, since the last drain
@@ -68,7 +68,7 @@ def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
                 ) -> torch.futures.Future[torch.Tensor]:
     tensor = bucket.buffer()
     host = state.staging(bucket.index(), tensor)
-    pending = state.aggregator.allreduce_async(host.numpy(), weights=state.weights,
+    pending = state.communicator.allreduce_async(host.numpy(), weights=state.weights,
                                                tag=("bucket", bucket.index(), tensor.numel()),
                                                plan=state.plan)
     future: torch.futures.Future = torch.futures.Future()

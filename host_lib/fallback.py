@@ -1,6 +1,6 @@
 """Completing an allreduce through torch.distributed (gloo) when the switch cannot.
 
-Each aggregator owns its own gloo process group, created collectively by every worker, so that
+Each communicator owns its own gloo process group, created collectively by every worker, so that
 its agreement collective never interleaves with the training loop's own collectives. After every
 call all workers run :meth:`FallbackGroup.agree`: if any of them could not finish through the
 switch, all of them complete the call through gloo, so no worker applies a switch result while

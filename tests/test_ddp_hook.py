@@ -17,7 +17,7 @@ STEPS = 4
 BATCH = 48
 
 
-def gradients_both_ways(agg, arg):
+def gradients_both_ways(comm, arg):
     """Per step: this worker's local gradient, and the averaged gradient DDP hands the
     optimizer with our hook and with torch's allreduce_hook (gloo), from the same model on
     ``device``; and whether every staging buffer the hook used is pinned host memory."""
@@ -33,7 +33,7 @@ def gradients_both_ways(agg, arg):
     ids = [0] if device == "cuda" else None
     nets = {"switch": DistributedDataParallel(digits.model(0).to(device), device_ids=ids),
             "gloo": DistributedDataParallel(digits.model(0).to(device), device_ids=ids)}
-    state = SaAtpHookState(agg, weights=[1.0] * N)
+    state = SaAtpHookState(comm, weights=[1.0] * N)
     nets["switch"].register_comm_hook(state, sa_atp_hook)
     nets["gloo"].register_comm_hook(dist.group.WORLD, allreduce_hook)
     out = {"local": [], "switch": [], "gloo": []}
@@ -57,7 +57,7 @@ def gradients_both_ways(agg, arg):
                             strict=True):
                 p -= 0.5 * q.grad
                 q -= 0.5 * q.grad
-    agg.close()
+    comm.close()
     out["pinned"] = bool(state.staged) and all(b.is_pinned() for b in state.staged.values())
     return out
 

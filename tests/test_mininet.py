@@ -169,7 +169,7 @@ def test_star_exact_sums_with_and_without_loss(tmp_path, target):
         assert lossy.counters["egress"]["drops"]["SIM"] > 0
         assert sum(s["retransmissions"] for w in lossy.stats for s in lossy.stats[w]) > 0
         # No IPv6 and no ARP: the switch saw no frame that is not SA-ATP.
-        assert "OTHER" not in cluster.aggregator.counters()["ingress"]["packets"]
+        assert "OTHER" not in cluster.aggregating_switch.counters()["ingress"]["packets"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

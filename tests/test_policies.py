@@ -323,7 +323,7 @@ def test_k_of_n_waits_for_the_fastest_k_and_normalises_by_their_samples():
     plan = KOfN(N, B, k=3).plan(0, StepHistory(N))
     assert plan.fanin == 3 and plan.contributors == 0b1111
     weights = np.array(plan.weights())
-    # The aggregator divides each block by the weights of the workers its bitmap names:
+    # The communicator divides each block by the weights of the workers its bitmap names:
     # with 3 of 4 summed, that is the mean over their 192 samples.
     for bitmap in (0b0111, 0b1011, 0b1110):
         bits = (bitmap >> np.arange(N)) & 1

@@ -47,16 +47,16 @@ def call_input(name: str, index: int, worker: int, discount: float) -> np.ndarra
     return rng.uniform(-0.9, 0.9, ELEMENTS).astype(np.float32) * np.float32(discount)
 
 
-def run_plans(agg, calls):
-    w = agg.config.worker
+def run_plans(comm, calls):
+    w = comm.config.worker
     out = []
     for name, index, plan in calls:
         if name == "k-of-n" and w == 3:
             time.sleep(LATE)
         x = call_input(name, index, w, plan.discount(w))
-        out.append(agg.allreduce(x, weights=plan.weights(), tag=(name, index),
+        out.append(comm.allreduce(x, weights=plan.weights(), tag=(name, index),
                                  plan=plan.round_plan(w)))
-    agg.close(linger=0.5)
+    comm.close(linger=0.5)
     return out
 
 

@@ -135,25 +135,25 @@ def inputs(worker: int, call: int, n: int) -> np.ndarray:
     return (np.random.default_rng((worker, call)).standard_normal(n) * 0.1).astype(np.float32)
 
 
-def straggling_calls(agg, arg):
+def straggling_calls(comm, arg):
     """Three calls; some workers start each one late (a straggler) or are slow to act on their
     helper duty (a longer takeover timer than the others')."""
     elements, delays, helpers, stragglers, takeover_after = arg
     plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers),
-                     takeover_after=takeover_after.get(agg.config.worker, 0.01))
+                     takeover_after=takeover_after.get(comm.config.worker, 0.01))
     results, stats = [], []
     for call in range(3):
-        time.sleep(delays.get(agg.config.worker, 0.0))
-        results.append(agg.allreduce(inputs(agg.config.worker, call, elements), tag="t",
+        time.sleep(delays.get(comm.config.worker, 0.0))
+        results.append(comm.allreduce(inputs(comm.config.worker, call, elements), tag="t",
                                      plan=plan))
-        stats.append(agg.last_stats)
-    agg.close(linger=1.0)
+        stats.append(comm.last_stats)
+    comm.close(linger=1.0)
     return results, stats
 
 
 def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
                  stragglers=(3,), loss=0.0, impairment=None, takeover_after=None,
-                 **aggregator_options):
+                 **comm_options):
     delays = {3: 0.4} if delays is None else delays
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         if loss:
@@ -162,7 +162,7 @@ def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
         results = cluster.run_workers(
             straggling_calls,
             {1: [(elements, delays, helpers, stragglers, takeover_after or {})] * n},
-            impairment=impairment, timeout=300, **aggregator_options)
+            impairment=impairment, timeout=300, **comm_options)
     reference = AllreduceReference(n)
     want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
     for w in range(n):

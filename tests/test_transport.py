@@ -26,18 +26,18 @@ def inputs(seed: int, worker: int, call: int, elements: int) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def sum_calls(agg, arg):
+def sum_calls(comm, arg):
     """Worker body: back-to-back float32 calls with one tag (so scales follow the history),
     then an int32 call."""
     seed, elements, calls, link = arg
     results, stats = [], []
     for call in range(calls):
-        results.append(agg.allreduce(inputs(seed, agg.config.worker, call, elements), tag="t"))
-        stats.append(agg.last_stats)
-    ints = np.random.default_rng((seed, agg.config.worker)).integers(
+        results.append(comm.allreduce(inputs(seed, comm.config.worker, call, elements), tag="t"))
+        stats.append(comm.last_stats)
+    ints = np.random.default_rng((seed, comm.config.worker)).integers(
         -2**31, 2**31, 1000, dtype=np.int64).astype(np.int32)
-    results.append(agg.allreduce_int(ints))
-    agg.close()
+    results.append(comm.allreduce_int(ints))
+    comm.close()
     return results, stats
 
 
@@ -131,7 +131,7 @@ class JunkFirstLink:
 def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
     """Too short, too long, an unknown protocol version and another job's result, received in
     the middle of a call: each is counted as malformed and the sum stays exact."""
-    from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+    from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
     from host_lib.links import UdpTunnelLink
     from protocol.codec import Endpoint, Frame, Header, encode_frame
 
@@ -146,30 +146,30 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
         junk = [result[0][:40], result[0] + bytes(100), bytes([0x0F]) * P.FRAME_LEN, result[1]]
         junk = [junk[i % 4] for i in range(40)]  # ten of each
         link = JunkFirstLink(UdpTunnelLink(ctx.switch_udp), junk)
-        agg = SwitchAggregator(AggregatorConfig.from_spec(spec, 0), link)
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0), link)
         values = inputs(3, 0, 0, 50_000)
-        total = agg.allreduce(values)
-        stats = agg.last_stats
-        agg.close()
+        total = comm.allreduce(values)
+        stats = comm.last_stats
+        comm.close()
     np.testing.assert_array_equal(total, AllreduceReference(1)([values]))
     assert stats.malformed == 40
     assert stats.results == stats.chunks and stats.fallback is None
 
 
-def fallback_worker(agg, arg):
+def fallback_worker(comm, arg):
     """Four calls: through the switch; while the switch is killed; while it runs without the
     job; after the controller restored the job."""
     elements, call_started, call_done, proceed = arg
-    w = agg.config.worker
+    w = comm.config.worker
     results, stats = [], []
     for call in range(4):
         if call:
             proceed[call].wait(120)
         call_started[call].set()
-        results.append(agg.allreduce(inputs(7, w, call, elements), tag=call))
-        stats.append(agg.last_stats)
+        results.append(comm.allreduce(inputs(7, w, call, elements), tag=call))
+        stats.append(comm.last_stats)
         call_done[call].set()
-    agg.close()
+    comm.close()
     return results, stats
 
 

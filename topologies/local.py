@@ -1,11 +1,11 @@
 """The no-root topology: one switch process whose ports are UDP tunnels on loopback, and the
-workers of one or more jobs as local processes, each with a :class:`SwitchAggregator` on its own
+workers of one or more jobs as local processes, each with a :class:`SwitchCommunicator` on its own
 port. This is what the README's main job, the transport tests and the benchmarks run on.
 
     with LocalCluster([local_job(1, n_workers=4)], run_dir="runs/demo") as cluster:
         results = cluster.run_workers(my_fn, {1: [args0, args1, args2, args3]})
 
-``my_fn(aggregator, args)`` runs in worker process (job, worker) and returns a picklable value.
+``my_fn(comm, args)`` runs in worker process (job, worker) and returns a picklable value.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class WorkerContext:
     worker: int
     switch_udp: tuple[str, int]
     dist_port: int | None  # torch.distributed rendezvous port of the job, if any
-    aggregator_options: dict
+    comm_options: dict
     impairment: dict | None = None  # ImpairedLink options (drop, duplicate, reorder), if any
 
 
@@ -81,15 +81,15 @@ class LocalCluster:
         self.controller.reconcile()
 
     def contexts(self, job_id: int, distributed: bool = False, impairment: dict | None = None,
-                 **aggregator_options) -> list[WorkerContext]:
+                 **comm_options) -> list[WorkerContext]:
         spec = self.jobs[job_id]
         dist_port = free_tcp_port() if distributed else None
         return [WorkerContext(spec, w.id, self.switch.udp_ports[w.port], dist_port,
-                              aggregator_options, _impairment_of(impairment, w.id))
+                              comm_options, _impairment_of(impairment, w.id))
                 for w in spec.workers]
 
     def start_workers(self, fn, args: dict[int, list], distributed: bool = False,
-                      impairment: dict | None = None, **aggregator_options) -> WorkerGroup:
+                      impairment: dict | None = None, **comm_options) -> WorkerGroup:
         """Start one process per worker of each job in ``args`` (job id -> one argument per
         worker); ``distributed`` gives each job a gloo process group and a fallback;
         ``impairment`` drops, duplicates or reorders frames on the workers' links: options for
@@ -98,7 +98,7 @@ class LocalCluster:
         results = ctx.Queue()
         procs = []
         for job_id, per_worker in args.items():
-            contexts = self.contexts(job_id, distributed, impairment, **aggregator_options)
+            contexts = self.contexts(job_id, distributed, impairment, **comm_options)
             if len(per_worker) != len(contexts):
                 raise ValueError(f"job {job_id} has {len(contexts)} workers, got "
                                  f"{len(per_worker)} arguments")
@@ -111,10 +111,10 @@ class LocalCluster:
 
     def run_workers(self, fn, args: dict[int, list], timeout: float = 600.0,
                     distributed: bool = False, impairment: dict | None = None,
-                    **aggregator_options) -> dict:
+                    **comm_options) -> dict:
         """Run workers to completion; {(job, worker): return value}."""
         return self.start_workers(fn, args, distributed, impairment,
-                                  **aggregator_options).join(timeout)
+                                  **comm_options).join(timeout)
 
 
 class WorkerFailed(RuntimeError):
@@ -179,13 +179,13 @@ def _impairment_of(impairment: dict | None, worker: int) -> dict | None:
 def _worker_main(fn, ctx: WorkerContext, arg, results) -> None:
     key = (ctx.spec.id, ctx.worker)
     try:
-        results.put((key, True, fn(_aggregator(ctx), arg)))
+        results.put((key, True, fn(_communicator(ctx), arg)))
     except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
         results.put((key, False, traceback.format_exc()))
 
 
-def _aggregator(ctx: WorkerContext):
-    from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+def _communicator(ctx: WorkerContext):
+    from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
     from host_lib.links import ImpairedLink, UdpTunnelLink
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -197,9 +197,9 @@ def _aggregator(ctx: WorkerContext):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{ctx.dist_port}",
                                 rank=ctx.worker, world_size=len(ctx.spec.workers))
         fallback = FallbackGroup(dist.group.WORLD)
-    config = AggregatorConfig.from_spec(ctx.spec, ctx.worker, **ctx.aggregator_options)
+    config = CommunicatorConfig.from_spec(ctx.spec, ctx.worker, **ctx.comm_options)
     link = UdpTunnelLink(ctx.switch_udp)
     if ctx.impairment:
         link = ImpairedLink(link, **{"seed": ctx.worker, **ctx.impairment})
-    return SwitchAggregator(config, link, fallback)
+    return SwitchCommunicator(config, link, fallback)
 

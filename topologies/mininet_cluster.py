@@ -121,16 +121,16 @@ class MininetCluster:
     # -- the job --------------------------------------------------------------------------------
 
     @property
-    def aggregator(self) -> Controller:
+    def aggregating_switch(self) -> Controller:
         """The controller of the switch that aggregates the job."""
-        return self.controllers[self.topo.aggregator]
+        return self.controllers[self.topo.aggregating_switch]
 
     def set_loss(self, probability: float) -> None:
         """Drop SA-ATP packets with this probability at ingress and at egress of the
         aggregating switch (the drop simulator: these kernels have no netem)."""
         for direction in ("ingress", "egress"):
-            self.aggregator.set_loss(probability, direction=direction)
-        self.progress(f"{self.topo.aggregator}: drop simulator at {probability:g} on ingress "
+            self.aggregating_switch.set_loss(probability, direction=direction)
+        self.progress(f"{self.topo.aggregating_switch}: drop simulator at {probability:g} on ingress "
                       f"and egress")
 
     def run_allreduces(self, calls: dict[int, list[np.ndarray]], timeout: float = 300.0,
@@ -142,9 +142,9 @@ class MininetCluster:
         aggregators. ``on_call(worker, stats)`` is called as each worker finishes a call."""
         if sorted(calls) != sorted(p.worker for p in self.topo.workers):
             raise ValueError(f"need the calls of workers {[p.worker for p in self.topo.workers]}")
-        job = self.aggregator.admit(self.spec)
-        counters_before = self.aggregator.counters(self.spec.id)
-        self.progress(f"{self.topo.aggregator}: job {self.spec.id} admitted "
+        job = self.aggregating_switch.admit(self.spec)
+        counters_before = self.aggregating_switch.counters(self.spec.id)
+        self.progress(f"{self.topo.aggregating_switch}: job {self.spec.id} admitted "
                       f"({len(self.spec.workers)} workers, slots {job.slot_base}.."
                       f"{job.slot_base + self.spec.slots - 1})")
         try:
@@ -159,11 +159,11 @@ class MininetCluster:
             for place in self.topo.workers:
                 with np.load(self._path(place.host, "results.npz")) as f:
                     results[place.worker] = [f[f"call{i}"] for i in range(len(f.files))]
-            counters = _difference(self.aggregator.counters(self.spec.id), counters_before)
+            counters = _difference(self.aggregating_switch.counters(self.spec.id), counters_before)
             return AllreduceRun(results, stats, counters)
         finally:
             self._end_workers()
-            self.aggregator.remove(self.spec.id)
+            self.aggregating_switch.remove(self.spec.id)
 
     def _path(self, host: str, what: str) -> Path:
         return self.run_dir / f"{host}.{what}"

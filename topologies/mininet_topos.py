@@ -52,10 +52,10 @@ class LeafRole:
 
 
 class SaAtpTopo(Topo):
-    """A topology for one job: ``aggregator`` names the switch that aggregates it, ``workers``
+    """A topology for one job: ``aggregating_switch`` names the switch that aggregates it, ``workers``
     the worker places, ``leaves`` the switches that only forward it (name -> LeafRole)."""
 
-    aggregator: str
+    aggregating_switch: str
     workers: list[WorkerPlace]
     leaves: dict[str, LeafRole]
 
@@ -80,9 +80,9 @@ class StarTopo(SaAtpTopo):
         if not 1 <= workers <= 32:
             raise ValueError(f"a job has 1..32 workers, not {workers}")
         self.workers, self.leaves = [], {}
-        self.aggregator = self.addSwitch("s1")
+        self.aggregating_switch = self.addSwitch("s1")
         for w in range(workers):
-            self.addLink(self._add_worker(w, w + 1), self.aggregator, port1=0, port2=w + 1)
+            self.addLink(self._add_worker(w, w + 1), self.aggregating_switch, port1=0, port2=w + 1)
 
 
 class LeafSpineTopo(SaAtpTopo):
@@ -94,7 +94,7 @@ class LeafSpineTopo(SaAtpTopo):
             raise ValueError(f"{leaves} leaves x {hosts_per_leaf} hosts: a job has 1..32 "
                              f"workers")
         self.workers, self.leaves = [], {}
-        self.aggregator = self.addSwitch("s1")
+        self.aggregating_switch = self.addSwitch("s1")
         uplink = hosts_per_leaf + 1
         for i in range(leaves):
             leaf = self.addSwitch(f"s{i + 2}")
@@ -103,6 +103,6 @@ class LeafSpineTopo(SaAtpTopo):
                 host = self._add_worker(i * hosts_per_leaf + k, aggregator_port=i + 1)
                 self.addLink(host, leaf, port1=0, port2=k + 1)
                 hosts[self.workers[-1].mac] = k + 1
-            self.addLink(leaf, self.aggregator, port1=uplink, port2=i + 1)
+            self.addLink(leaf, self.aggregating_switch, port1=uplink, port2=i + 1)
             self.leaves[leaf] = LeafRole(hosts, uplink)
 

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from control_plane.jobs import load_spec
-from host_lib.aggregator import AggregatorConfig, SwitchAggregator
+from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.links import RawEthernetLink
 
 
@@ -42,15 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(args.spec)
     me = spec.worker(args.worker)
     link = RawEthernetLink(args.interface, me.ip, me.udp_port)
-    config = AggregatorConfig.from_spec(spec, args.worker, silence_timeout=args.silence_timeout)
+    config = CommunicatorConfig.from_spec(spec, args.worker, silence_timeout=args.silence_timeout)
     results = {}
-    with SwitchAggregator(config, link) as aggregator:
+    with SwitchCommunicator(config, link) as comm:
         for i, values in enumerate(load_calls(args.calls)):
             if values.dtype == np.int32:
-                results[f"call{i}"] = aggregator.allreduce_int(values)
+                results[f"call{i}"] = comm.allreduce_int(values)
             else:
-                results[f"call{i}"] = aggregator.allreduce(values)
-            s = aggregator.last_stats
+                results[f"call{i}"] = comm.allreduce(values)
+            s = comm.last_stats
             print(json.dumps({"call": i, "dtype": str(values.dtype), "elements": s.elements,
                               "packets": s.packets_sent, "retransmissions": s.retransmissions,
                               "repairs": s.repairs, "seconds": round(s.elapsed_s, 3)}),

@@ -9,7 +9,7 @@ a few workers with it.
 
 **Ours.** Every worker computes an even share and contributes; the in-band fan-in is k, so each
 chunk completes with whichever k contributions reach the switch first, and each block of the
-aggregate is divided by the samples of the workers its result bitmap names (the aggregator does
+aggregate is divided by the samples of the workers its result bitmap names (the communicator does
 that with the plan's weights), so the update is the mean over the samples actually summed. A
 worker whose contribution arrives later gets a copy of the result and applies the same update.
 The sign flips are counted on the hosts, over the aggregated gradient, which every worker holds

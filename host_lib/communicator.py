@@ -1,12 +1,12 @@
 """Allreduce through the switch for one job and worker: the object a training process uses.
 
-    agg = SwitchAggregator(AggregatorConfig.from_spec(spec, worker_id), link, fallback_group=pg)
-    total = agg.allreduce(grad)                      # float32: quantized, exact integer sum
-    mean = agg.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
-    counts = agg.allreduce_int(np.array([...], np.int32))
-    fut = agg.allreduce_async(grad)                  # concurrent.futures.Future
+    comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, worker_id), link, fallback_group=pg)
+    total = comm.allreduce(grad)                      # float32: quantized, exact integer sum
+    mean = comm.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
+    counts = comm.allreduce_int(np.array([...], np.int32))
+    fut = comm.allreduce_async(grad)                  # concurrent.futures.Future
 
-Calls run one after another on the aggregator's I/O thread, in the order they were made, so
+Calls run one after another on the communicator's I/O thread, in the order they were made, so
 every worker walks the same chunk ids; between calls the thread keeps answering peers for which
 this worker is a helper. A float32 call quantizes with the agreed per-block scales
 (docs/protocol.md §5), streams the blocks through the switch, repairs any block a worker had to
@@ -45,7 +45,7 @@ _IDLE_POLL = 0.5  # longest wait between calls (a new call or a frame ends it at
 
 
 @dataclass(frozen=True)
-class AggregatorConfig:
+class CommunicatorConfig:
     job: int
     worker: int
     n_workers: int
@@ -58,7 +58,7 @@ class AggregatorConfig:
     quantizer_threads: int = 1
 
     @classmethod
-    def from_spec(cls, spec, worker_id: int, **overrides) -> AggregatorConfig:
+    def from_spec(cls, spec, worker_id: int, **overrides) -> CommunicatorConfig:
         """Configuration of one worker of a control_plane.jobs.JobSpec."""
         w = spec.worker(worker_id)
         peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
@@ -77,8 +77,8 @@ class _Call:
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
-class SwitchAggregator:
-    def __init__(self, config: AggregatorConfig, link,
+class SwitchCommunicator:
+    def __init__(self, config: CommunicatorConfig, link,
                  fallback_group: FallbackGroup | None = None):
         self.config = config
         self.link = link
@@ -147,7 +147,7 @@ class SwitchAggregator:
         self._wake_r.close()
         self._wake_w.close()
 
-    def __enter__(self) -> SwitchAggregator:
+    def __enter__(self) -> SwitchCommunicator:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -157,7 +157,7 @@ class SwitchAggregator:
 
     def _submit(self, call: _Call | None) -> concurrent.futures.Future | None:
         if call is not None and not self._thread.is_alive():
-            raise RuntimeError("aggregator is closed")
+            raise RuntimeError("communicator is closed")
         self._calls.put(call)
         self._wake_w.send(b"x")  # interrupt serve_idle's wait
         return None if call is None else call.future
