@@ -21,8 +21,8 @@ import numpy as np
 
 from examples import results
 from examples.main_job import parse_args, run_method
+from examples.stragglers import StepTimeProfile
 from examples.train import PROFILES
-from host_lib.stragglers import StepTimeProfile
 
 FACTORS = (2.0, 3.0)
 METHODS = ("switch", "sa-atp-takeover", "sa-atp")

@@ -4,7 +4,6 @@ P4Runtime byte-string encoding of values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
@@ -58,10 +57,6 @@ class P4Info:
     @classmethod
     def from_text(cls, text: str) -> P4Info:
         return cls(text_format.Parse(text, p4info_pb2.P4Info()))
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> P4Info:
-        return cls.from_text(Path(path).read_text())
 
     @staticmethod
     def _find(kind: str, index: dict, name: str):

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from examples.launch import run_training
+from examples.launch import METHODS, pick, run_training
 from examples.results import (
     load_run,
     overview_table,
@@ -52,16 +52,6 @@ SCENARIOS = {
     "heterogeneous": Scenario("three speed classes: workers 0-1 at 1x, worker 2 at 1.6x, "
                               "worker 3 at 2.5x", speed_classes="1,1.6,2.5"),
 }
-METHODS = {  # name: (communication, policy)
-    "gloo": ("gloo", "synchronous"),
-    "switch": ("switch", "synchronous"),
-    "sa-atp-takeover": ("switch", "sa-atp-takeover"),
-    "sa-atp": ("switch", "sa-atp"),
-    "dpar": ("switch", "dpar"),
-    "boa": ("switch", "boa"),
-    "partial-reduce": ("switch", "partial-reduce"),
-    "k-of-n": ("switch", "k-of-n"),
-}
 QUICK_SCENARIOS = ("none", "static-3x")
 
 
@@ -86,24 +76,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--logs", type=Path, default=ROOT / "runs" / "harness" / "logs")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds per run")
     args = p.parse_args(argv)
-    args.scenarios = _pick(args.scenarios or ",".join(QUICK_SCENARIOS if args.quick
+    args.scenarios = pick(args.scenarios or ",".join(QUICK_SCENARIOS if args.quick
                                                       else SCENARIOS), SCENARIOS)
-    args.methods = _pick(args.methods, METHODS)
+    args.methods = pick(args.methods)
     args.iterations = args.iterations or (60 if args.quick else 200)
     args.target_accuracy = args.target_accuracy or (0.90 if args.quick else 0.95)
     return args
 
 
-def _pick(text: str, known: dict) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        sys.exit(f"unknown {unknown}; choose from {', '.join(known)}")
-    return names
-
-
 def run(args, scenario: Scenario, method: str, log_dir: Path):
-    comm, policy = METHODS[method]
+    comm, policy = METHODS[method].comm, METHODS[method].policy
     # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
     run_training(log_dir, args.workers, comm, [
         "--policy", policy, "--iterations", str(args.iterations), "--seed", str(args.seed),

@@ -1,5 +1,6 @@
-"""Starting one training run of examples/train.py under torchrun: with gloo alone, or against a
-fresh embedded switch with the job admitted (shared by the main job and the policy harness)."""
+"""The training methods, and starting one training run of examples/train.py under torchrun: with
+gloo alone, or against a fresh embedded switch with the job admitted (shared by the main job and
+the policy harness)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,47 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from topologies.local import LocalCluster, local_job
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Method:
+    """One way to train the job: how gradients are summed and under which straggler policy."""
+
+    comm: str  # 'gloo' or 'switch'
+    policy: str  # a name in host_lib.policies.registry.POLICIES
+    description: str
+
+
+METHODS = {
+    "gloo": Method("gloo", "synchronous", "gloo allreduce (torch.distributed), the baseline"),
+    "switch": Method("switch", "synchronous",
+                     "in-network aggregation through the switch, no straggler handling"),
+    "sa-atp-takeover": Method("switch", "sa-atp-takeover", "SA-ATP slot takeover only: "
+                              "leading workers take stragglers' slots over"),
+    "sa-atp": Method("switch", "sa-atp", "SA-ATP: slot takeover and compute help"),
+    "dpar": Method("switch", "dpar", "DPAR: exclude a detected straggler, readmit it later"),
+    "boa": Method("switch", "boa", "BOA: per-worker batch sizes from fitted step-time models"),
+    "partial-reduce": Method("switch", "partial-reduce",
+                             "Partial-Reduce: ready workers aggregate among themselves"),
+    "k-of-n": Method("switch", "k-of-n", "k-of-n (SAINA): a chunk completes after k "
+                     "contributions"),
+}
+
+
+def pick(text: str, known=METHODS) -> list[str]:
+    """Names from a comma-separated list (methods by default); exits naming the choices when
+    one is unknown."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"unknown {unknown}; choose from {', '.join(known)}")
+    return names
 
 
 def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], *,

@@ -9,27 +9,19 @@ time to a target accuracy and final accuracy, and plots the iteration time of ev
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-from examples.launch import run_training
+from examples.launch import METHODS, pick, run_training
 from examples.results import Run, load_run, plot_iteration_times, table
 
 ROOT = Path(__file__).resolve().parent.parent
-METHODS = {  # name: (communication, straggler policy, description)
-    "gloo": ("gloo", "synchronous", "gloo allreduce (torch.distributed), the baseline"),
-    "switch": ("switch", "synchronous",
-               "in-network aggregation through the switch, no straggler handling"),
-    "sa-atp-takeover": ("switch", "sa-atp-takeover",
-                        "SA-ATP slot takeover only: leading workers take stragglers' slots over"),
-    "sa-atp": ("switch", "sa-atp", "SA-ATP: slot takeover and compute help"),
-}
+MAIN_METHODS = ("gloo", "switch", "sa-atp-takeover", "sa-atp")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--methods", default=",".join(METHODS),
+    p.add_argument("--methods", default=",".join(MAIN_METHODS),
                    help=f"comma-separated, from: {', '.join(METHODS)}")
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--straggler", type=float, default=3.0,
@@ -48,9 +40,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def run_method(args, method: str) -> Run:
-    comm, policy, description = METHODS[method]
-    print(f"\n== {method}: {description}", flush=True)
-    train_args = ["--policy", policy, "--iterations", str(args.iterations),
+    m = METHODS[method]
+    print(f"\n== {method}: {m.description}", flush=True)
+    train_args = ["--policy", m.policy, "--iterations", str(args.iterations),
                   "--seed", str(args.seed), "--global-batch", str(args.global_batch)]
     if args.straggler != 1:
         train_args += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
@@ -59,16 +51,13 @@ def run_method(args, method: str) -> Run:
     if args.quiet:
         train_args.append("--no-progress")
     log_dir = args.out / method
-    run_training(log_dir, args.workers, comm, train_args)
+    run_training(log_dir, args.workers, m.comm, train_args)
     return load_run(method, log_dir)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        sys.exit(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
+    methods = pick(args.methods)
     started = time.time()
     runs = [run_method(args, m) for m in methods]
     print(f"\n{args.workers} workers, worker {args.workers - 1} {args.straggler:g}x slower, "

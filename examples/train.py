@@ -8,10 +8,11 @@ per worker:
 Every iteration, each worker asks the policy for the iteration's plan (computed identically on
 every worker from the compute times all workers share through the torch.distributed store),
 computes the gradient *sum* over its share of the global batch, and the aggregate is divided by
-the number of samples it sums. Policies whose gradients may be delivered iterations after they
-were started (Partial-Reduce) run in a second mode without DDP: a worker starts a gradient when
-its share is non-zero, keeps computing while it sits iterations out, and delivers the gradient
-(scaled by its staleness discount) when the plan makes it a contributor.
+the number of samples it sums. host_lib's PolicyDriver applies the plans; this script adds the
+model, the data and the emulated compute. Policies whose gradients may be delivered iterations
+after they were started (Partial-Reduce) run in a second mode without DDP: a worker starts a
+gradient when its share is non-zero, keeps computing while it sits iterations out, and delivers
+the gradient (scaled by its staleness discount) when the plan makes it a contributor.
 
 Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
 progress bar.
@@ -22,22 +23,23 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _get_default_store
 from torch.nn.parallel import DistributedDataParallel
 
 from examples import digits
+from examples.stragglers import SlowdownSchedule, StepTimeProfile, pad_to
 from host_lib.ddp_hook import sa_atp_hook
 from host_lib.policies.base import IterationPlan
-from host_lib.policies.exchange import StepTimeExchange
+from host_lib.policies.driver import PendingGradient, PolicyDriver
 from host_lib.policies.registry import POLICIES, make_policy
-from host_lib.sampling import GlobalBatchSampler, split
-from host_lib.stragglers import SlowdownSchedule, StepTimeProfile, pad_to
+from host_lib.sampling import GlobalBatchSampler
 
 PROFILES = Path(__file__).resolve().parent / "profiles" / "h100_step_times.json"
 
@@ -109,18 +111,6 @@ def switch_hook_state(args, rank: int, fallback: bool = True):
 
 
 @dataclass
-class PendingGradient:
-    """A gradient under way (delayed-gradient policies): computed on the model of the
-    iteration it started in, ready once its emulated compute time has passed."""
-
-    samples: int
-    grad: torch.Tensor  # flat sum of per-sample gradients
-    loss: float
-    started: float  # perf_counter
-    compute_s: float
-
-
-@dataclass
 class StepResult:
     compute_s: float
     samples: int
@@ -150,30 +140,27 @@ class Trainer:
                 self.state = GlooSum()
                 self.ddp.register_comm_hook(self.state, gloo_hook)
         self.optimizer = torch.optim.SGD(self.net.parameters(), lr=args.lr, momentum=0.9)
-        self.sampler = GlobalBatchSampler(len(self.xtr), args.global_batch, args.seed)
+        self.driver = PolicyDriver(self.policy, rank, world, _get_default_store(),
+                                   GlobalBatchSampler(len(self.xtr), args.global_batch, args.seed),
+                                   hook_state=self.state if self.switch else None)
         self.schedule = SlowdownSchedule.parse(args.stragglers, classes=args.speed_classes,
                                                n_workers=world,
                                                transient_prob=args.transient_prob,
                                                seed=args.seed)
         self.profile = (StepTimeProfile.load(args.profile_file, args.profile) if args.profile
                         else None)
-        self.exchange = StepTimeExchange(_get_default_store(), rank, world)
-        self.pending: PendingGradient | None = None
-        self.comm_s = math.nan  # this worker's communication time of the previous iteration
 
     def plan(self, it: int) -> IterationPlan:
-        history = (self.exchange.collect(it - 1) if self.policy.uses_history
-                   else self.exchange.history)
-        return self.policy.plan(it, history)
+        return self.driver.plan(it)
 
     def step(self, it: int, plan: IterationPlan) -> dict:
         t0 = time.perf_counter()
         result = (self.delayed_step(it, plan, t0) if self.delayed
                   else self.synchronous_step(it, plan, t0))
         end = time.perf_counter()
-        self.comm_s = end - result.comm_started
+        self.driver.communicated(end - result.comm_started)
         record = {"it": it, "rank": self.rank, "iter_s": end - t0, "end": time.time(),
-                  "compute_s": result.compute_s, "comm_s": self.comm_s,
+                  "compute_s": result.compute_s, "comm_s": end - result.comm_started,
                   "slowdown": self.schedule.factor(self.rank, it), "samples": result.samples,
                   "contributes": result.contributed, "loss": result.loss, "plan": plan.note}
         if self.switch:
@@ -192,80 +179,53 @@ class Trainer:
 
     def synchronous_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Compute the share and aggregate it in DDP's backward pass (the comm hook)."""
-        round_plan = plan.round_plan(self.rank)
-        mine = self.samples(it, plan)
-        if self.overtaken(it, plan):
-            mine, round_plan = mine[:0], replace(round_plan, contribute=False)
-        if self.switch:
-            self.state.plan, self.state.weights = round_plan, plan.weights()
-        else:
+        mine, round_plan = self.driver.share(it, plan)
+        if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
         loss = torch.nn.functional.cross_entropy(self.ddp(self.xtr[mine]), self.ytr[mine],
                                                  reduction="sum")
         pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
         compute = time.perf_counter() - t0
-        self.exchange.publish(it, compute, len(mine), self.comm_s)
+        self.driver.computed(it, compute, len(mine))
         comm_started = time.perf_counter()
         loss.backward()  # the comm hook runs here
-        self.policy.observe(it, self.flat_grad().numpy())
+        self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, len(mine), float(loss.detach()) / max(1, len(mine)),
                           round_plan.contribute, comm_started)
 
-    def samples(self, it: int, plan: IterationPlan):
-        """Our share of the iteration's global batch. Shares may add up to less than the
-        batch (excluded workers, workers still busy): the first samples are taken."""
-        batch = self.sampler.batch(it)[:sum(plan.shares)]
-        return split(batch, list(plan.shares))[self.rank]
-
-    def overtaken(self, it: int, plan: IterationPlan) -> bool:
-        """k-of-n: the switch completes each chunk with the first ``fanin`` contributions; if
-        that many workers have already computed this iteration, ours would come too late."""
-        return (self.switch and self.policy.abandons_late_work and plan.contributes(self.rank)
-                and self.exchange.finished(it) >= (plan.fanin or self.world))
-
     def delayed_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Start a gradient if the plan gives us a share; deliver the one under way if it makes
         us a contributor (waiting for its compute to end); otherwise sit the iteration out."""
         if plan.shares[self.rank]:
-            mine = self.samples(it, plan)
+            mine = self.driver.samples(it, plan)
             self.optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.cross_entropy(self.net(self.xtr[mine]), self.ytr[mine],
                                                      reduction="sum")
             loss.backward()
-            self.pending = PendingGradient(
-                len(mine), self.flat_grad(), float(loss.detach()) / len(mine), t0,
-                self.emulated(len(mine), it, time.perf_counter() - t0))
-        if plan.contributes(self.rank):
-            pending, self.pending = self.pending, None
+            self.driver.hold(PendingGradient(
+                len(mine), self.flat_grad().numpy(), float(loss.detach()) / len(mine), t0,
+                self.emulated(len(mine), it, time.perf_counter() - t0)))
+        pending = self.driver.deliver(plan)
+        if pending is not None:
             pad_to(pending.compute_s, pending.started)
             result = StepResult(pending.compute_s, pending.samples, pending.loss, True,
                                 time.perf_counter())
-            values = pending.grad * plan.discount(self.rank)
+            values = pending.grad
         else:
             result = StepResult(0.0, 0, math.nan, False, t0)
-            values = torch.zeros(sum(p.numel() for p in self.net.parameters()))
-        self.exchange.publish(it, result.compute_s, result.samples, self.comm_s)
-        total = self.reduce(values, plan)
+            values = np.zeros(sum(p.numel() for p in self.net.parameters()), np.float32)
+        self.driver.computed(it, result.compute_s, result.samples)
+        total = torch.from_numpy(self.driver.reduce(
+            values, plan, lambda v: dist.all_reduce(torch.from_numpy(v))))
         offset = 0
         for p in self.net.parameters():
             p.grad = total[offset:offset + p.numel()].view_as(p).clone()
             offset += p.numel()
-        self.policy.observe(it, total.numpy())
+        self.driver.observe(it, total.numpy())
         self.optimizer.step()
         return result
-
-    def reduce(self, values: torch.Tensor, plan: IterationPlan) -> torch.Tensor:
-        """The aggregate of the contributors' gradients, divided by their weights."""
-        if self.switch:
-            result, stats = self.state.communicator.allreduce_async(
-                values.numpy(), weights=plan.weights(), tag="gradient",
-                plan=plan.round_plan(self.rank)).result()
-            self.state.record(stats)
-            return torch.from_numpy(result)
-        dist.all_reduce(values)  # a worker that sits out adds zeros
-        return values / sum(plan.weights())
 
     def flat_grad(self) -> torch.Tensor:
         return torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])

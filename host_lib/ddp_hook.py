@@ -35,9 +35,9 @@ class SaAtpHookState:
     communicator: SwitchCommunicator
     weights: list[float] | None = None
     plan: RoundPlan | None = None
-    stats: list[CallStats] = field(default_factory=list)  # per bucket, since the last drain
-    staged: dict[int, torch.Tensor] = field(default_factory=dict)  # bucket -> host buffer
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    stats: list[CallStats] = field(default_factory=list, init=False, repr=False)  # per bucket
+    staged: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def staging(self, bucket_index: int, tensor: torch.Tensor) -> torch.Tensor:
         """A float32 CPU view or copy of the bucket (pinned, for CUDA buckets)."""
@@ -66,6 +66,9 @@ class SaAtpHookState:
 
 def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
                 ) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: the bucket's allreduce through the switch (register it with
+    ``ddp.register_comm_hook(state, sa_atp_hook)``). Returns at once; the future completes
+    with the bucket overwritten in place by the (weighted) sum, on the bucket's device."""
     tensor = bucket.buffer()
     host = state.staging(bucket.index(), tensor)
     pending = state.communicator.allreduce_async(host.numpy(), weights=state.weights,

@@ -34,7 +34,3 @@ def split(batch: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     bounds = np.cumsum([0, *sizes])
     return [batch[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
 
-
-def even_sizes(total: int, workers: int) -> list[int]:
-    base, extra = divmod(total, workers)
-    return [base + (1 if i < extra else 0) for i in range(workers)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -138,9 +138,6 @@ class Frame:
     dst: Endpoint
     header: Header
     lanes: np.ndarray = field(default_factory=lambda: np.zeros(P.LANES, np.int32))
-
-    def with_header(self, **changes) -> Frame:
-        return replace(self, header=replace(self.header, **changes))
 
 
 def ipv4_checksum(header: bytes) -> int:

@@ -74,12 +74,6 @@ class LocalCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def restart_switch(self) -> None:
-        """Restart the switch process and restore every job through reconciliation."""
-        self.switch.restart()
-        self.controller.connect()
-        self.controller.reconcile()
-
     def contexts(self, job_id: int, distributed: bool = False, impairment: dict | None = None,
                  **comm_options) -> list[WorkerContext]:
         spec = self.jobs[job_id]

@@ -1,0 +1,141 @@
+"""Runs a straggler policy inside one rank's training loop.
+
+A policy only plans (:mod:`host_lib.policies.base`); this module applies its plans, iteration
+by iteration, the same way on every rank, so a training script needs no policy logic of its own:
+
+    driver = PolicyDriver(make_policy("sa-atp", world, B), rank, world, store, sampler,
+                          hook_state=state)      # SaAtpHookState, or None for gloo
+    for it in range(iterations):
+        plan = driver.plan(it)
+        mine, round_plan = driver.share(it, plan)   # this rank's samples (may be empty)
+        loss = loss_fn(ddp(x[mine]), y[mine], reduction="sum")
+        driver.computed(it, compute_s, len(mine))
+        loss.backward()                          # the comm hook aggregates with the plan
+        driver.observe(it, flat_gradient)
+
+Policies that deliver gradients iterations after they were started (``delays_gradients``,
+Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
+:meth:`PolicyDriver.deliver` releases it (scaled by the plan's staleness discount) when the plan
+makes the rank a contributor; :meth:`PolicyDriver.reduce` aggregates it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from host_lib.policies.base import IterationPlan, Policy
+from host_lib.policies.exchange import StepTimeExchange
+from host_lib.rounds import RoundPlan
+from host_lib.sampling import GlobalBatchSampler, split
+
+
+@dataclass
+class PendingGradient:
+    """A gradient under way (delayed-gradient policies): computed on the model of the
+    iteration it started in, ready once its compute time has passed."""
+
+    samples: int
+    grad: np.ndarray  # flat sum of per-sample gradients
+    loss: float
+    started: float  # perf_counter
+    compute_s: float
+
+
+class PolicyDriver:
+    """One rank's side of a straggler policy: plans, shares, step times and aggregation.
+
+    ``hook_state`` is the :class:`~host_lib.ddp_hook.SaAtpHookState` of a switch-aggregated job
+    (each iteration's round plan and weights are set on it), or None when gradients go through
+    gloo. ``store`` is the torch.distributed store through which ranks share step times.
+    """
+
+    def __init__(self, policy: Policy, rank: int, world: int, store,
+                 sampler: GlobalBatchSampler, hook_state=None, job: int = 0):
+        self.policy = policy
+        self.rank, self.world = rank, world
+        self.sampler = sampler
+        self.hook_state = hook_state
+        self.exchange = StepTimeExchange(store, rank, world, job)
+        self.pending: PendingGradient | None = None
+        self.comm_s = math.nan  # this rank's communication time of the previous iteration
+
+    @property
+    def through_switch(self) -> bool:
+        return self.hook_state is not None
+
+    def plan(self, it: int) -> IterationPlan:
+        """The iteration's plan, identical on every rank (from every rank's step times of the
+        iterations before it, where the policy uses them)."""
+        history = (self.exchange.collect(it - 1) if self.policy.uses_history
+                   else self.exchange.history)
+        return self.policy.plan(it, history)
+
+    def samples(self, it: int, plan: IterationPlan) -> np.ndarray:
+        """This rank's share of the iteration's global batch. Shares may add up to less than
+        the batch (excluded workers, workers still busy): the first samples are taken."""
+        batch = self.sampler.batch(it)[:sum(plan.shares)]
+        return split(batch, list(plan.shares))[self.rank]
+
+    def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
+        """The samples this rank computes in a synchronous (DDP) step and how it takes part in
+        the iteration's allreduce (set on the hook state too). No samples, and no
+        contribution, when the switch no longer wants this rank's contribution."""
+        round_plan = plan.round_plan(self.rank)
+        mine = self.samples(it, plan)
+        if self.overtaken(it, plan):
+            mine, round_plan = mine[:0], replace(round_plan, contribute=False)
+        if self.hook_state is not None:
+            self.hook_state.plan, self.hook_state.weights = round_plan, plan.weights()
+        return mine, round_plan
+
+    def overtaken(self, it: int, plan: IterationPlan) -> bool:
+        """k-of-n: the switch completes each chunk with the first ``fanin`` contributions; if
+        that many ranks have already computed this iteration, ours would come too late."""
+        return (self.through_switch and self.policy.abandons_late_work
+                and plan.contributes(self.rank)
+                and self.exchange.finished(it) >= (plan.fanin or self.world))
+
+    def computed(self, it: int, compute_s: float, samples: int) -> None:
+        """Publish this rank's compute time of ``it`` (as soon as its compute ends, before its
+        gradient is communicated)."""
+        self.exchange.publish(it, compute_s, samples, self.comm_s)
+
+    def communicated(self, comm_s: float) -> None:
+        """This rank's communication time of the iteration that just ended (published with the
+        next iteration's step time)."""
+        self.comm_s = comm_s
+
+    def observe(self, it: int, update: np.ndarray) -> None:
+        """The aggregate of ``it`` (the same on every rank), before the next plan."""
+        self.policy.observe(it, update)
+
+    # -- delayed-gradient policies ------------------------------------------------------------
+
+    def hold(self, gradient: PendingGradient) -> None:
+        """Keep a gradient started this iteration until a plan delivers it."""
+        self.pending = gradient
+
+    def deliver(self, plan: IterationPlan) -> PendingGradient | None:
+        """The gradient to contribute this iteration, scaled by the rank's discount, or None
+        when the plan has the rank sit the iteration out."""
+        if not plan.contributes(self.rank):
+            return None
+        pending, self.pending = self.pending, None
+        return replace(pending, grad=pending.grad * plan.discount(self.rank))
+
+    def reduce(self, values: np.ndarray, plan: IterationPlan, gloo_all_reduce=None
+               ) -> np.ndarray:
+        """The aggregate of the contributors' gradients, divided by their weights: through the
+        switch, or with ``gloo_all_reduce`` (an in-place sum over every rank; a rank that sits
+        out adds zeros)."""
+        if self.hook_state is not None:
+            result, stats = self.hook_state.communicator.allreduce_async(
+                values, weights=plan.weights(), tag="gradient",
+                plan=plan.round_plan(self.rank)).result()
+            self.hook_state.record(stats)
+            return result
+        gloo_all_reduce(values)
+        return values / sum(plan.weights())
