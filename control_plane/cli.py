@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from control_plane.connection import SwitchError
-from control_plane.controller import Controller, DesiredState
+from control_plane.controller import Controller
+from control_plane.desired_state import DesiredState
 from control_plane.jobs import SpecError, load_spec
 
 DEFAULT_STATE = Path("sa-atp-controller.json")

@@ -10,9 +10,8 @@ holds, so running it twice writes nothing the second time.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
@@ -24,8 +23,9 @@ from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission, JobConfig
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.controls.replica_rewrite import ReplicaRewrite
+from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, Allocator, JobSpec, SpecError
+from control_plane.jobs import AdmittedJob, JobSpec, SpecError
 from control_plane.p4info import P4Info
 from protocol.codec import mac_bytes, mac_str
 
@@ -46,38 +46,6 @@ class Pipeline:
         p4info_text = self.p4info_path.read_text()
         digest = hashlib.sha256(device_config + p4info_text.encode()).digest()
         return P4Info.from_text(p4info_text), device_config, int.from_bytes(digest[:8], "big")
-
-
-@dataclass
-class DesiredState:
-    ports: tuple[int, ...] = ()
-    hosts: dict[str, int] = field(default_factory=dict)  # static MAC -> port
-    allocator: Allocator = field(default_factory=Allocator)
-    transit_jobs: set[int] = field(default_factory=set)  # aggregated by another switch
-    ingress_loss: dict = field(default_factory=lambda: {"default": 0.0, "ports": {}})
-    egress_loss: dict = field(default_factory=lambda: {"default": 0.0, "ports": {}})
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "ports": list(self.ports), "hosts": self.hosts,
-            "transit_jobs": sorted(self.transit_jobs),
-            "jobs": [j.to_dict() for j in self.allocator.jobs.values()],
-            "ingress_loss": self.ingress_loss, "egress_loss": self.egress_loss}, indent=1)
-
-    @classmethod
-    def from_json(cls, text: str) -> DesiredState:
-        d = json.loads(text)
-        state = cls(ports=tuple(d["ports"]), hosts=d["hosts"],
-                    transit_jobs=set(d.get("transit_jobs", ())),
-                    ingress_loss=_loss_from_json(d["ingress_loss"]),
-                    egress_loss=_loss_from_json(d["egress_loss"]))
-        for job in d["jobs"]:
-            state.allocator.add(AdmittedJob.from_dict(job))
-        return state
-
-
-def _loss_from_json(d: dict) -> dict:
-    return {"default": d["default"], "ports": {int(k): v for k, v in d["ports"].items()}}
 
 
 class Controller:

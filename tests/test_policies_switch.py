@@ -4,7 +4,7 @@ by its staleness discount, as the training loop does), and every worker, contrib
 must get, bit for bit, the sum of the quantized contributions of the workers the switch summed,
 divided by their weights (to the last bit where a staleness discount makes a weight fractional): the plan's contributors, or, for k-of-n, exactly k of them per block
 (checked against every k-subset). The plans come from driving each policy over a synthetic
-trace with a 3x straggler on worker 3 (tests/test_policies.py)."""
+trace with a 3x straggler on worker 3 (tests/policy_traces.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from host_lib.policies.registry import POLICIES, make_policy
 from host_lib.quantize import DEFAULT_EXPONENT, qbits
 from protocol import constants as P
+from tests.policy_traces import B, N, run_delayed, run_synchronous, straggler
 from tests.quant_reference import reference_quantize
-from tests.test_policies import B, N, run_delayed, run_synchronous, straggler
 from topologies.local import LocalCluster, local_job
 
 ELEMENTS = 20 * P.LANES + 17  # 21 blocks, the last one partial

@@ -5,7 +5,6 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import PORTS, SWITCH, Job, assert_result_to_all, job_spec
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
@@ -13,6 +12,7 @@ from scapy.packet import raw
 from control_plane.controls.drop_simulator import loss_threshold
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame
+from tests.p4.packets import PORTS, SWITCH, Job, assert_result_to_all, job_spec
 
 ONES = np.ones(P.LANES, np.int32)
 

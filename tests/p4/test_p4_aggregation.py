@@ -3,9 +3,9 @@ several jobs at once."""
 
 import numpy as np
 import pytest
-from conftest import Job, assert_result_to_all, job_spec, random_lanes, wrapping_sum
 
 from protocol import constants as P
+from tests.p4.packets import Job, assert_result_to_all, job_spec, random_lanes, wrapping_sum
 
 ONES = np.ones(P.LANES, np.int32)
 

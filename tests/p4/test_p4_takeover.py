@@ -1,9 +1,9 @@
 """The switch side of slot takeover (docs/protocol.md §4.3, §4.4)."""
 
 import numpy as np
-from conftest import Job, assert_result_to_all, job_spec
 
 from protocol import constants as P
+from tests.p4.packets import Job, assert_result_to_all, job_spec
 
 
 def partial_setup(target, controller):
