@@ -1,4 +1,4 @@
-"""The benchmark helpers: a switch programmed through the P4Runtime code path, measured."""
+"""softswitch.packet_rate: a switch programmed through the P4Runtime code path, measured."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from softswitch_fixtures import p4info_text, program_json, requires_bmv2
 from test_softswitch_p4runtime import P4Info, exact_entry, key_frame
 
-from softswitch.bench import bench_bmv2, bench_softswitch, compare, programmed_switch
+from softswitch.packet_rate import bench_bmv2, bench_softswitch, compare, programmed_switch
 
 
 def _insert_write() -> pb.WriteRequest:
@@ -53,5 +53,5 @@ def test_compare_with_bmv2():
 
 
 def test_bench_bmv2_without_binary_is_none(monkeypatch):
-    monkeypatch.setattr("softswitch.bench.shutil.which", lambda name: None)
+    monkeypatch.setattr("softswitch.packet_rate.shutil.which", lambda name: None)
     assert bench_bmv2(program_json("tables"), p4info_text("tables"), []) is None

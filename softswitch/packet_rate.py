@@ -1,7 +1,7 @@
 """Packet-rate measurement of the software switch, and of bmv2 on the same traffic when
 ``simple_switch_grpc`` is installed.
 
-    from softswitch.bench import compare
+    from softswitch.packet_rate import compare
     result = compare(json_text, p4info_text, frames, writes=[write_request, ...])
     result["softswitch"].pps, result["bmv2"] (None without bmv2), result["ratio"]
 
