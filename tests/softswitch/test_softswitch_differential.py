@@ -19,6 +19,8 @@ from softswitch_differential import run_bmv2, run_softswitch
 from softswitch_fixtures import p4info_text, program_json, requires_bmv2
 from test_softswitch_parsing import ETH, probe, udp_packet
 
+from softswitch.p4runtime_server import write_request
+
 pytestmark = [pytest.mark.bmv2, requires_bmv2]
 
 
@@ -82,7 +84,8 @@ class Builder:
         return u
 
 
-def compare(name: str, writes, trace, ports, reads=(), mask=None, ordered=True):
+def compare(name: str, updates, trace, ports, reads=(), mask=None, ordered=True):
+    writes = [write_request(updates)] if updates else []
     soft, soft_reads = run_softswitch(program_json(name), p4info_text(name), writes, trace,
                                       ports, reads)
     hard, hard_reads = run_bmv2(program_json(name), p4info_text(name), writes, trace, ports,
