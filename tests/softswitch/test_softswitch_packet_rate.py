@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
-from softswitch_fixtures import p4info_text, program_json, requires_bmv2
-from test_softswitch_p4runtime import P4Info, exact_entry, key_frame
 
 from softswitch.p4runtime_server import programmed_device, write_request
 from softswitch.packet_rate import bench_bmv2, bench_softswitch, compare
+from tests.softswitch.differential import requires_bmv2
+from tests.softswitch.frames import key_frame
+from tests.softswitch.p4info import P4Info, exact_entry
+from tests.softswitch.programs import p4info_text, program_json
 
 
 def _insert() -> pb.Update:

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from p4.v1 import p4runtime_pb2 as pb
 
-from softswitch.bmv2_files import Bmv2Files
+from softswitch.bmv2_files import Bmv2Files, bmv2_binary
 from softswitch.p4runtime_server import programmed_device
 
 Outputs = dict[int, list[bytes]]
+
+requires_bmv2 = pytest.mark.skipif(bmv2_binary() is None,
+                                   reason="simple_switch_grpc is not installed")
 
 
 def run_softswitch(json_text: str, p4info_text: str, writes: Sequence[pb.WriteRequest],
