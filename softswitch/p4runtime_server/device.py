@@ -25,6 +25,7 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from ..dataplane import Dataplane
 from ..errors import SoftSwitchError, StateError, TableError
+from ..match_keys import BM_MAX_PRIORITY
 from ..program import load_program
 from ..switch import V1Switch
 from ..tables import MatchTable
@@ -53,8 +54,6 @@ log = logging.getLogger("softswitch.p4runtime_server")
 SetAction = pb.SetForwardingPipelineConfigRequest
 GetType = pb.GetForwardingPipelineConfigRequest
 Update = pb.Update
-
-BM_MAX_PRIORITY = (1 << 31) - 1
 
 
 @dataclass
