@@ -1,5 +1,5 @@
 """Packets per second of the SA-ATP program on the embedded target, and on bmv2 in the same run
-where ``simple_switch_grpc`` is installed (softswitch.bench does the measuring).
+where ``simple_switch_grpc`` is installed (softswitch.packet_rate does the measuring).
 
 Both targets get the entries the controller writes when it admits a 4-worker job, and two
 traffic mixes: *aggregating* DATA (three of four workers contribute to each chunk, so every
@@ -15,7 +15,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from control_plane.controller import Controller, Pipeline
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
-from softswitch.bench import compare
+from softswitch.packet_rate import compare
 from topologies.local import local_job
 
 WORKERS = 4

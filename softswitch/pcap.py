@@ -1,4 +1,5 @@
-"""Minimal libpcap file writer (what ``simple_switch --pcap DIR`` produces per interface)."""
+"""Minimal libpcap file writer (what ``simple_switch --pcap DIR`` produces per interface), and a
+reader for the files it and bmv2 write."""
 
 from __future__ import annotations
 
@@ -31,17 +32,25 @@ class PcapWriter:
             self._file.close()
 
 
-def read_pcap(path: str | Path) -> list[bytes]:
-    """The frames of a pcap file (used by tests and tools); a file whose header is not written
-    yet (libpcap buffers it until the first packet) has none."""
+def read_pcap_records(path: str | Path) -> list[tuple[float, bytes]]:
+    """The (timestamp, frame) records of a pcap file; a file whose header is not written yet
+    (libpcap buffers it until the first packet) has none, and a record still being written is
+    left out."""
     data = Path(path).read_bytes()
     if len(data) < 24:
         return []
     magic = struct.unpack("<I", data[:4])[0]
     endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-    frames, offset = [], 24
+    records, offset = [], 24
     while offset + 16 <= len(data):
-        incl = struct.unpack(endian + "IIII", data[offset:offset + 16])[2]
-        frames.append(data[offset + 16:offset + 16 + incl])
+        sec, usec, incl, _ = struct.unpack(endian + "IIII", data[offset:offset + 16])
+        if offset + 16 + incl > len(data):
+            break
+        records.append((sec + usec / 1e6, data[offset + 16:offset + 16 + incl]))
         offset += 16 + incl
-    return frames
+    return records
+
+
+def read_pcap(path: str | Path) -> list[bytes]:
+    """The frames of a pcap file (see :func:`read_pcap_records`)."""
+    return [frame for _, frame in read_pcap_records(path)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from .codegen import ActionInfo, CounterInfo, ModuleGenerator, RegisterInfo
-from .controlflow import ControlFlowGenerator
+from .codegen import ActionInfo, ControlFlowGenerator, CounterInfo, ModuleGenerator, RegisterInfo
 from .errors import ProgramError, UnsupportedConstruct
 from .expressions import parse_hexstr
 from .layout import VALID_FIELD, Field, Layout
@@ -133,13 +132,7 @@ def load_program(source: dict | str | bytes) -> Program:
 
     layout = Layout(root)
     gen = ModuleGenerator(root, layout)
-    gen.gen_field_lists()
-    gen.gen_calculations()
-    checksums = gen.prepare_checksums()
-    gen.gen_actions()
-    parsers = gen.gen_parsers()
-    gen.gen_checksum_verify(checksums)
-    deparsers = gen.gen_deparsers(checksums)
+    parsers, deparsers = gen.generate()
 
     tables: dict[str, TableSpec] = {}
     direct_bindings = {c.binding: c.name for c in gen.counters.values() if c.is_direct}

@@ -9,7 +9,8 @@ the opposite; const entries from the JSON carry bmv2 priorities and are converte
 simple_switch_grpc's PI layer converts them (``2**31 - 1 - bmv2_priority``).
 
 The table key is one int: the key elements' values concatenated, most significant first.  An entry
-is a ``(mask, value)`` over that int plus, for range elements, a list of bounds.
+is a ``(mask, value)`` over that int plus, for range elements, a list of bounds (match_keys.py
+checks and compiles the match the control plane gives).
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from dataclasses import dataclass
 from .codegen import ActionInfo
 from .errors import TableError
 from .expressions import parse_hexstr
-from .program import KeySpec, Program, TableSpec
-
-BM_MAX_PRIORITY = (1 << 31) - 1
-
-MatchSpec = Mapping[str, object] | Sequence[object]
+from .match_keys import (
+    BM_MAX_PRIORITY,
+    MatchSpec,
+    check_priority,
+    compile_match,
+    normalize_field,
+    normalize_match,
+)
+from .program import Program, TableSpec
 
 
 @dataclass(frozen=True)
@@ -152,103 +157,7 @@ class MatchTable:
                     return e
         return None
 
-    # -- match specifications -------------------------------------------------------------------
-
-    def _normalize_match(self, match: MatchSpec | None) -> list[tuple]:
-        """Per key element: ('exact', v) | ('lpm', v, plen) | ('ternary', v, mask) |
-        ('range', lo, hi), validated against the element's width."""
-        keys = self.spec.keys
-        if not keys:
-            raise TableError("NO_TABLE_KEY", f"table {self.name!r} has no key")
-        if match is None:
-            match = {}
-        if isinstance(match, Mapping):
-            unknown = set(match) - {k.name for k in keys}
-            if unknown:
-                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} has no key field(s) "
-                                 f"{sorted(unknown)}")
-            values = [match.get(k.name) for k in keys]
-        else:
-            values = list(match)
-            if len(values) != len(keys):
-                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} expects {len(keys)} key "
-                                 f"fields, got {len(values)}")
-        return [self._normalize_field(k, v) for k, v in zip(keys, values, strict=True)]
-
-    def _normalize_field(self, k: KeySpec, v: object) -> tuple:
-        full = (1 << k.width) - 1
-
-        def check(x: object, what: str) -> int:
-            if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= full:
-                raise TableError("BAD_MATCH_KEY", f"{what} {x!r} for key field {k.name!r} does "
-                                 f"not fit in {k.width} bits")
-            return x
-
-        if k.match_type == "exact":
-            if v is None:
-                raise TableError("BAD_MATCH_KEY", f"exact key field {k.name!r} is missing")
-            return ("exact", check(v, "value"))
-        if k.match_type == "lpm":
-            if v is None:
-                return ("lpm", 0, 0)
-            value, plen = (v, k.width) if isinstance(v, int) else tuple(v)
-            if not isinstance(plen, int) or not 0 <= plen <= k.width:
-                raise TableError("BAD_MATCH_KEY", f"invalid prefix length {plen!r} for {k.name!r}")
-            prefix_mask = full ^ ((1 << (k.width - plen)) - 1)
-            if check(value, "value") & ~prefix_mask:
-                raise TableError("BAD_MATCH_KEY", f"value {value:#x} of {k.name!r} has bits set "
-                                 f"beyond its /{plen} prefix")
-            return ("lpm", value, plen)
-        if k.match_type == "ternary":
-            if v is None:
-                return ("ternary", 0, 0)
-            value, mask = (v, full) if isinstance(v, int) else tuple(v)
-            check(value, "value")
-            check(mask, "mask")
-            if value & ~mask:
-                raise TableError("BAD_MATCH_KEY", f"value {value:#x} of {k.name!r} has bits "
-                                 f"outside its mask {mask:#x}")
-            return ("ternary", value, mask)
-        if v is None:
-            return ("range", 0, full)
-        lo, hi = (v, v) if isinstance(v, int) else tuple(v)
-        check(lo, "low bound")
-        check(hi, "high bound")
-        if lo > hi:
-            raise TableError("BAD_MATCH_KEY", f"empty range [{lo}, {hi}] for {k.name!r}")
-        return ("range", lo, hi)
-
-    def _compile_match(self, fields: list[tuple]) -> tuple[int, int, tuple]:
-        """(mask, value, ranges) over the concatenated key for normalized match fields."""
-        mask = value = 0
-        ranges = []
-        for k, f in zip(self.spec.keys, fields, strict=True):
-            full = (1 << k.width) - 1
-            if f[0] == "exact":
-                m, v = full, f[1]
-            elif f[0] == "lpm":
-                m, v = full ^ ((1 << (k.width - f[2])) - 1), f[1]
-            elif f[0] == "ternary":
-                m, v = f[2], f[1]
-            else:
-                m, v = 0, 0
-                if (f[1], f[2]) != (0, full):
-                    ranges.append((k.shift, full, f[1], f[2]))
-            mask |= m << k.shift
-            value |= v << k.shift
-        return mask, value, tuple(ranges)
-
-    def _check_priority(self, priority: int | None) -> int:
-        if self.spec.needs_priority:
-            if priority is None or not isinstance(priority, int) or not 1 <= priority <= \
-                    BM_MAX_PRIORITY:
-                raise TableError("BAD_MATCH_KEY", f"table {self.name!r} needs a priority in "
-                                 f"[1, {BM_MAX_PRIORITY}], got {priority!r}")
-            return priority
-        if priority not in (None, 0):
-            raise TableError("BAD_MATCH_KEY", f"table {self.name!r} ({self.spec.match_type} "
-                             "match) does not take priorities")
-        return 0
+    # -- entries (match specifications: match_keys.py) ------------------------------------------
 
     def _identity(self, mask: int, value: int, ranges: tuple, priority: int) -> tuple:
         if self.spec.match_type == "exact":
@@ -297,13 +206,14 @@ class MatchTable:
             if self._immutable:
                 raise TableError("IMMUTABLE_TABLE_ENTRIES", f"table {self.name!r} has const "
                                  "entries and cannot be modified")
-            return self._insert(self._normalize_match(match), self._check_priority(priority),
-                                self._action(action), params, False)
+            return self._insert(normalize_match(self.spec, match),
+                                check_priority(self.spec, priority), self._action(action), params,
+                                False)
 
     def _insert(self, fields: list[tuple], priority: int, info: ActionInfo, params,
                 is_const: bool) -> int:
         data = self._action_data(info, params)
-        mask, value, ranges = self._compile_match(fields)
+        mask, value, ranges = compile_match(self.spec.keys, fields)
         identity = self._identity(mask, value, ranges, priority)
         if identity in self._by_identity:
             raise TableError("DUPLICATE_ENTRY", f"table {self.name!r} already has an entry "
@@ -369,15 +279,15 @@ class MatchTable:
         for k, m in zip(self.spec.keys, node["match_key"], strict=True):
             kind = m["match_type"]
             if kind == "exact":
-                fields.append(self._normalize_field(k, parse_hexstr(m["key"])))
+                fields.append(normalize_field(k, parse_hexstr(m["key"])))
             elif kind == "lpm":
-                fields.append(self._normalize_field(k, (parse_hexstr(m["key"]),
+                fields.append(normalize_field(k, (parse_hexstr(m["key"]),
                                                         int(m["prefix_length"]))))
             elif kind == "ternary":
                 v, mask = parse_hexstr(m["key"]), parse_hexstr(m["mask"])
-                fields.append(self._normalize_field(k, (v & mask, mask)))
+                fields.append(normalize_field(k, (v & mask, mask)))
             elif kind == "range":
-                fields.append(self._normalize_field(k, (parse_hexstr(m["start"]),
+                fields.append(normalize_field(k, (parse_hexstr(m["start"]),
                                                         parse_hexstr(m["end"]))))
             else:
                 raise TableError("BAD_MATCH_KEY", f"const entry match type {kind!r}")
@@ -396,10 +306,10 @@ class MatchTable:
                 raise TableError("INVALID_HANDLE", f"table {self.name!r} has no entry with "
                                  f"handle {match}")
             return e
-        fields = self._normalize_match(match)
-        mask, value, ranges = self._compile_match(fields)
+        fields = normalize_match(self.spec, match)
+        mask, value, ranges = compile_match(self.spec.keys, fields)
         e = self._by_identity.get(self._identity(mask, value, ranges,
-                                                 self._check_priority(priority)))
+                                                 check_priority(self.spec, priority)))
         if e is None:
             raise TableError("INVALID_HANDLE", f"table {self.name!r} has no entry with this "
                              "match key")

@@ -2,6 +2,8 @@
 
 from .device import DeviceManager
 from .pipeline import P4RuntimeError
+from .requests import pipeline_request, programmed_device, write_request
 from .server import P4RuntimeServer
 
-__all__ = ["P4RuntimeServer", "DeviceManager", "P4RuntimeError"]
+__all__ = ["P4RuntimeServer", "DeviceManager", "P4RuntimeError", "pipeline_request",
+           "programmed_device", "write_request"]

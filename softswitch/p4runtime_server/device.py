@@ -7,6 +7,10 @@ per update; target-side failures (table full, const table...) are UNKNOWN.  Two 
 PI are documented where they are: register entries (PI answers UNIMPLEMENTED; here they follow the
 specification unless ``register_access`` is off) and RECONCILE_AND_COMMIT, which here keeps the
 forwarding state of every object the new pipeline still has.
+
+The module is long on purpose: it mirrors ``DeviceMgr`` (device_mgr.cpp), one method per entity
+kind and operation with PI's checks in PI's order, so the two read side by side.  Multicast groups
+and clone sessions are apart in replication.py, as PI keeps its PRE managers apart.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from ..dataplane import Dataplane
 from ..errors import SoftSwitchError, StateError, TableError
+from ..match_keys import BM_MAX_PRIORITY
 from ..program import load_program
 from ..switch import V1Switch
 from ..tables import MatchTable
@@ -35,25 +40,20 @@ from .pipeline import (
     Scope,
     TableMap,
     Unit,
+    check_update_type,
+    failed,
     invalid,
     invalid_id,
     to_bytes,
     to_int,
 )
+from .replication import ReplicationManager
 
 log = logging.getLogger("softswitch.p4runtime_server")
 
 SetAction = pb.SetForwardingPipelineConfigRequest
 GetType = pb.GetForwardingPipelineConfigRequest
 Update = pb.Update
-
-FIRST_RESERVED_GROUP = 1 << 15  # PI keeps group ids above this for clone sessions
-MAX_CLONE_SESSION = 32768
-BM_MAX_PRIORITY = (1 << 31) - 1
-
-
-def failed(code: int, message: str) -> P4RuntimeError:
-    return P4RuntimeError(code, message)
 
 
 @dataclass
@@ -81,9 +81,7 @@ class DeviceManager:
         self._saved: _Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         self._entries: dict[int, dict[int, _EntryInfo]] = {}  # table id -> handle -> info
         self._defaults: dict[int, _EntryInfo] = {}
-        # PRE state as the client wrote it (PI keeps the port kind for read symmetry).
-        self._groups: dict[int, list[pb.Replica]] = {}
-        self._sessions: dict[int, pb.CloneSessionEntry] = {}
+        self.replication = ReplicationManager(dataplane)
 
     @property
     def switch(self) -> V1Switch:
@@ -144,8 +142,7 @@ class DeviceManager:
         self.pipeline = prepared
         self._entries = {tid: {} for tid in prepared.index.tables}
         self._defaults = {tid: _EntryInfo() for tid in prepared.index.tables}
-        self._groups.clear()
-        self._sessions.clear()
+        self.replication.clear()
         log.info("forwarding pipeline committed (%d tables)", len(prepared.index.tables))
 
     def _reconcile(self, prepared: _Pipeline) -> None:
@@ -247,7 +244,7 @@ class DeviceManager:
         elif which == "register_entry":
             self._register_write(kind, entity.register_entry)
         elif which == "packet_replication_engine_entry":
-            self._pre_write(kind, entity.packet_replication_engine_entry)
+            self.replication.write(kind, entity.packet_replication_engine_entry)
         elif which in ("meter_entry", "direct_meter_entry", "action_profile_member",
                        "action_profile_group"):
             raise invalid("Invalid P4 id")  # the pipeline can have none of these
@@ -260,13 +257,6 @@ class DeviceManager:
         else:
             raise failed(code_pb2.UNKNOWN, "Incorrect entity type")
 
-    @staticmethod
-    def _check_update_type(kind: int) -> None:
-        if kind == Update.UNSPECIFIED:
-            raise invalid("Update type is not set")
-        if kind not in (Update.INSERT, Update.MODIFY, Update.DELETE):
-            raise invalid("Invalid update type")
-
     # -- tables ---------------------------------------------------------------------------------
 
     def _check_id(self, p4_id: int, prefix: int) -> None:
@@ -278,7 +268,7 @@ class DeviceManager:
         t = self.pipeline.index.table(entry.table_id)
         if entry.HasField("time_since_last_hit"):
             raise invalid("has_time_since_last_hit must not be set in WriteRequest")
-        self._check_update_type(kind)
+        check_update_type(kind)
         table = self.switch.tables[t.name]
         if kind == Update.INSERT:
             self._table_insert(t, table, entry)
@@ -514,7 +504,7 @@ class DeviceManager:
         index = entry.index.index
         if index < 0:
             raise invalid("A negative number is not a valid index value")
-        self._check_update_type(kind)
+        check_update_type(kind)
         if kind == Update.INSERT:
             raise invalid("INSERT update type not supported for counters")
         ctr = self.switch.counters[c.name]
@@ -547,7 +537,7 @@ class DeviceManager:
         handle = self._handle_for(t, table, te)
         if not t.direct_counter_id:
             raise invalid("Table has no direct counters")
-        self._check_update_type(kind)
+        check_update_type(kind)
         if kind == Update.INSERT:
             raise invalid("INSERT update type not supported for counters")
         if kind == Update.DELETE:
@@ -570,7 +560,7 @@ class DeviceManager:
         if not self.register_access:
             raise failed(code_pb2.UNIMPLEMENTED, "Register writes are not supported yet")
         r = self._register(entry.register_id)
-        self._check_update_type(kind)
+        check_update_type(kind)
         if kind != Update.MODIFY:
             raise invalid("Only MODIFY updates are supported for registers")
         if entry.data.WhichOneof("data") != "bitstring":
@@ -590,93 +580,6 @@ class DeviceManager:
         if r is None:
             raise invalid_id()
         return r
-
-    # -- packet replication engine --------------------------------------------------------------
-
-    def _pre_write(self, kind: int, entry: pb.PacketReplicationEngineEntry) -> None:
-        which = entry.WhichOneof("type")
-        if which == "multicast_group_entry":
-            self._mc_write(kind, entry.multicast_group_entry)
-        elif which == "clone_session_entry":
-            self._clone_write(kind, entry.clone_session_entry)
-        else:
-            raise invalid("Invalid PRE operation")
-
-    @staticmethod
-    def _replica_ports(replicas) -> list[tuple[int, int]]:
-        out, seen = [], set()
-        for r in replicas:
-            which = r.WhichOneof("port_kind")
-            if which == "egress_port":
-                port = r.egress_port
-            elif which == "port":
-                if not r.port:
-                    raise invalid("Port must not be the empty string")
-                if len(r.port) > 4:
-                    raise failed(code_pb2.UNIMPLEMENTED,
-                                 f"Got port of {len(r.port)} bytes, but only 4 bytes are "
-                                 "supported")
-                port = int.from_bytes(r.port, "big")
-            else:
-                raise invalid("Missing port in multicast group replica")
-            key = (which, port, len(r.port) if which == "port" else 0, r.instance)
-            if key in seen:
-                raise invalid("Duplicate replica in multicast group")
-            seen.add(key)
-            out.append((port, r.instance))
-        return out
-
-    def _mc_write(self, kind: int, group: pb.MulticastGroupEntry) -> None:
-        gid = group.multicast_group_id
-        if gid == 0:
-            raise invalid("0 is not a valid group id")
-        if gid >= FIRST_RESERVED_GROUP:
-            raise failed(code_pb2.OUT_OF_RANGE, "Group id value is too high")
-        self._check_update_type(kind)
-        self._group_update(kind, gid, group.replicas)
-
-    def _group_update(self, kind: int, gid: int, replicas) -> None:
-        if kind == Update.INSERT:
-            if gid in self._groups:
-                raise failed(code_pb2.ALREADY_EXISTS, "Multicast group already exists")
-        elif gid not in self._groups:
-            raise failed(code_pb2.NOT_FOUND, "Multicast group does not exist")
-        if kind == Update.DELETE:
-            self.switch.pre.delete_group(gid)
-            del self._groups[gid]
-            return
-        ports = self._replica_ports(replicas)
-        self.switch.pre.set_group(gid, ports)
-        self._groups[gid] = [_copy(r) for r in replicas]
-
-    def _clone_write(self, kind: int, session: pb.CloneSessionEntry) -> None:
-        sid = session.session_id
-        if sid == 0:
-            raise invalid("0 is not a valid session id")
-        self._check_update_type(kind)
-        if not 1 <= sid < MAX_CLONE_SESSION:
-            raise invalid("Clone session id out-of-range")
-        if kind == Update.INSERT and sid in self._sessions:
-            raise failed(code_pb2.ALREADY_EXISTS, "Clone session id already exists")
-        if kind != Update.INSERT and sid not in self._sessions:
-            raise failed(code_pb2.NOT_FOUND, "Clone session id does not exist")
-        gid = FIRST_RESERVED_GROUP + sid
-        if kind == Update.DELETE:
-            self.switch.pre.delete_clone_session(sid)
-            self._group_update(Update.DELETE, gid, [])
-            del self._sessions[sid]
-            return
-        if session.class_of_service != 0:
-            raise failed(code_pb2.UNIMPLEMENTED, "COS for clone sessions not supported yet")
-        if session.packet_length_bytes != 0:
-            # bmv2 does not implement truncation of clones (NOT_IMPLEMENTED_BY_TARGET in PI).
-            raise failed(code_pb2.UNKNOWN, "Error when creating clone session in target")
-        self._group_update(Update.INSERT if kind == Update.INSERT else Update.MODIFY, gid,
-                           session.replicas)
-        self.switch.pre.set_clone_session(sid, mgid=gid)
-        saved = pb.CloneSessionEntry()
-        saved.CopyFrom(session)
-        self._sessions[sid] = saved
 
     # -- read -----------------------------------------------------------------------------------
 
@@ -703,7 +606,7 @@ class DeviceManager:
         elif which == "register_entry":
             self._register_read(entity.register_entry, out)
         elif which == "packet_replication_engine_entry":
-            self._pre_read(entity.packet_replication_engine_entry, out)
+            out.extend(self.replication.read(entity.packet_replication_engine_entry))
         elif which in ("meter_entry", "direct_meter_entry", "action_profile_member",
                        "action_profile_group"):
             pass  # the pipeline has none of these: a wildcard read returns nothing
@@ -875,60 +778,11 @@ class DeviceManager:
                 msg.index.index = i
                 msg.data.bitstring = to_bytes(v)
 
-    def _pre_read(self, request: pb.PacketReplicationEngineEntry, out: list[pb.Entity]) -> None:
-        which = request.WhichOneof("type")
-        if which == "multicast_group_entry":
-            gid = request.multicast_group_entry.multicast_group_id
-            if gid >= FIRST_RESERVED_GROUP:
-                raise failed(code_pb2.OUT_OF_RANGE, "Group id value is too high")
-            if gid == 0:
-                gids = sorted(self._groups)
-            elif gid in self._groups:
-                gids = [gid]
-            else:
-                raise failed(code_pb2.NOT_FOUND, "Multicast group does not exist")
-            for g in gids:
-                if g >= FIRST_RESERVED_GROUP:
-                    continue
-                msg = _new(out).packet_replication_engine_entry.multicast_group_entry
-                msg.multicast_group_id = g
-                msg.replicas.extend(_sorted_replicas(self._groups[g]))
-        elif which == "clone_session_entry":
-            sid = request.clone_session_entry.session_id
-            if sid == 0:
-                sids = sorted(self._sessions)
-            elif sid in self._sessions:
-                sids = [sid]
-            else:
-                raise failed(code_pb2.NOT_FOUND, "Clone session id does not exist")
-            for s in sids:
-                msg = _new(out).packet_replication_engine_entry.clone_session_entry
-                msg.CopyFrom(self._sessions[s])
-                del msg.replicas[:]
-                msg.replicas.extend(_sorted_replicas(self._groups[FIRST_RESERVED_GROUP + s]))
-        else:
-            raise invalid("Invalid PRE operation")
-
 
 def _new(out: list[pb.Entity]) -> pb.Entity:
     entity = pb.Entity()
     out.append(entity)
     return entity
-
-
-def _copy(replica: pb.Replica) -> pb.Replica:
-    out = pb.Replica()
-    out.CopyFrom(replica)
-    return out
-
-
-def _sorted_replicas(replicas: list[pb.Replica]) -> list[pb.Replica]:
-    """PI returns replicas grouped by instance, ports in increasing order."""
-    def key(r: pb.Replica):
-        port = r.egress_port if r.WhichOneof("port_kind") == "egress_port" else \
-            int.from_bytes(r.port, "big")
-        return (r.instance, r.WhichOneof("port_kind") != "egress_port", port)
-    return sorted(replicas, key=key)
 
 
 def _set_counter_data(data: pb.CounterData, unit: int, packets: int, nbytes: int) -> None:

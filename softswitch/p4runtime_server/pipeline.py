@@ -3,6 +3,9 @@
 p4c gives every P4Runtime object the same control-plane name in the P4Info and in the bmv2 JSON
 (``MyIngress.fwd``, ``MyIngress.fwd.set_port``...), so objects are paired by name; match fields and
 action parameters are paired by position, which p4c keeps identical in both outputs.
+
+Also the errors (:class:`P4RuntimeError`, ``failed``, ``invalid``), checks and bytestring
+conversions that every part of the device shares.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 
 from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
 
 from ..program import Program, TableSpec
 
@@ -32,12 +36,24 @@ class P4RuntimeError(Exception):
         self.message = message
 
 
+def failed(code: int, message: str) -> P4RuntimeError:
+    return P4RuntimeError(code, message)
+
+
 def invalid(message: str) -> P4RuntimeError:
     return P4RuntimeError(code_pb2.INVALID_ARGUMENT, message)
 
 
 def invalid_id() -> P4RuntimeError:
     return invalid("Invalid P4 id")
+
+
+def check_update_type(kind: int) -> None:
+    if kind == p4runtime_pb2.Update.UNSPECIFIED:
+        raise invalid("Update type is not set")
+    if kind not in (p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY,
+                    p4runtime_pb2.Update.DELETE):
+        raise invalid("Invalid update type")
 
 
 def to_int(data: bytes, bitwidth: int) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from softswitch_fixtures import switch
-from test_softswitch_replication import frame
 
 from softswitch import StateError
+from tests.softswitch.frames import replication_frame
+from tests.softswitch.programs import switch
 
 
 def test_pre_groups_and_sessions_read_back():
@@ -57,7 +57,7 @@ def test_control_operations_during_traffic_are_serialized():
     def traffic():
         try:
             while not stop.is_set():
-                sw.process(2, frame(1))
+                sw.process(2, replication_frame(1))
         except Exception as exc:  # reported by the assertion below
             errors.append(exc)
 

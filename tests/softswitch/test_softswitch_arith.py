@@ -7,7 +7,8 @@ import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from softswitch_fixtures import switch
+
+from tests.softswitch.programs import switch
 
 IN_FMT = "!BBbbHIIB"
 OUT_FMT = "!BBBBBbbbbhBBbBBBBBHBBIBBIIBHB6s"

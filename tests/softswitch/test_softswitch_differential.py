@@ -11,13 +11,14 @@ import random
 import struct
 
 import pytest
-from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from scapy.layers.l2 import Ether
-from softswitch_differential import run_bmv2, run_softswitch
-from softswitch_fixtures import p4info_text, program_json, requires_bmv2
-from test_softswitch_parsing import ETH, probe, udp_packet
+
+from softswitch.p4runtime_server import write_request
+from tests.softswitch.differential import requires_bmv2, run_bmv2, run_softswitch
+from tests.softswitch.frames import ETH_ADDRS, key_frame, probe, replication_frame, udp_packet
+from tests.softswitch.p4info import P4Info
+from tests.softswitch.programs import p4info_text, program_json
 
 pytestmark = [pytest.mark.bmv2, requires_bmv2]
 
@@ -26,17 +27,11 @@ class Builder:
     """P4Runtime updates by name."""
 
     def __init__(self, name: str):
-        self.info = text_format.Parse(p4info_text(name), p4info_pb2.P4Info())
-
-    def _table(self, name):
-        return next(t for t in self.info.tables if t.preamble.name == name)
-
-    def _action(self, name):
-        return next(a for a in self.info.actions if a.preamble.name == name)
+        self.info = P4Info(name)
 
     def entry(self, table: str, match: dict, action: str, params: dict | None = None,
               priority: int = 0, default: bool = False) -> pb.Update:
-        t = self._table(table)
+        t = self.info.table(table)
         widths = {f.name: (f.id, f.bitwidth) for f in t.match_fields}
         u = pb.Update(type=pb.Update.MODIFY if default else pb.Update.INSERT)
         te = u.entity.table_entry
@@ -56,7 +51,7 @@ class Builder:
                 m.range.low, m.range.high = enc
             else:
                 m.optional.value = enc[0]
-        a = self._action(action)
+        a = self.info.action(action)
         te.action.action.action_id = a.preamble.id
         for p in a.params:
             te.action.action.params.add(param_id=p.id, value=(params or {})[p.name].to_bytes(
@@ -82,7 +77,8 @@ class Builder:
         return u
 
 
-def compare(name: str, writes, trace, ports, reads=(), mask=None, ordered=True):
+def compare(name: str, updates, trace, ports, reads=(), mask=None, ordered=True):
+    writes = [write_request(updates)] if updates else []
     soft, soft_reads = run_softswitch(program_json(name), p4info_text(name), writes, trace,
                                       ports, reads)
     hard, hard_reads = run_bmv2(program_json(name), p4info_text(name), writes, trace, ports,
@@ -101,19 +97,20 @@ def compare(name: str, writes, trace, ports, reads=(), mask=None, ordered=True):
 
 
 def test_parsing_trace():
-    bad = Ether(**ETH) / udp_packet()
+    bad = Ether(**ETH_ADDRS) / udp_packet()
     bad = bytearray(bytes(bad))
     bad[24] ^= 0x55  # IPv4 checksum byte
     trace = [
-        bytes(Ether(**ETH) / udp_packet()), bytes(bad), b"\x01" * 9,
-        bytes(Ether(**ETH, type=0x0800)) + b"\x45" * 10,
-        bytes(Ether(**ETH, type=0x88B5)) + probe(0, 21, 0xFFF, 3, -127, 0x123456, 2**48 - 1),
-        bytes(Ether(**ETH, type=0x88B0)) + probe(1, 0, 0x123, 0, 5, 1, 10) + bytes(udp_packet()),
-        bytes(Ether(**ETH, type=0x88BF)) + probe(2, 1, 0x0AB, 0, 0, 2, 0) + b"SKIP" +
+        bytes(Ether(**ETH_ADDRS) / udp_packet()), bytes(bad), b"\x01" * 9,
+        bytes(Ether(**ETH_ADDRS, type=0x0800)) + b"\x45" * 10,
+        bytes(Ether(**ETH_ADDRS, type=0x88B5)) + probe(0, 21, 0xFFF, 3, -127, 0x123456, 2**48 - 1),
+        bytes(Ether(**ETH_ADDRS, type=0x88B0)) + probe(1, 0, 0x123, 0, 5, 1, 10) +
         bytes(udp_packet()),
-        bytes(Ether(**ETH, type=0x88B1)) + probe(3, 0, 0x800, 0, 0, 3, 0) + b"\x60rest",
-        bytes(Ether(**ETH, type=0x88B2)) + probe(1, 0, 0, 0, 0, 0xBADBAD, 0) + b"more",
-        bytes(Ether(**ETH, type=0x88B3)) + b"\x00" * 12,
+        bytes(Ether(**ETH_ADDRS, type=0x88BF)) + probe(2, 1, 0x0AB, 0, 0, 2, 0) + b"SKIP" +
+        bytes(udp_packet()),
+        bytes(Ether(**ETH_ADDRS, type=0x88B1)) + probe(3, 0, 0x800, 0, 0, 3, 0) + b"\x60rest",
+        bytes(Ether(**ETH_ADDRS, type=0x88B2)) + probe(1, 0, 0, 0, 0, 0xBADBAD, 0) + b"more",
+        bytes(Ether(**ETH_ADDRS, type=0x88B3)) + b"\x00" * 12,
     ]
     compare("parsing", [], [(1, f) for f in trace], ports=[1, 2])
 
@@ -159,11 +156,10 @@ def test_tables_trace():
     trace = []
     for _ in range(60):
         addr = rng.choice([0x0A000001, 0x0A010203, 0x0A7F0000, 0x0B000001])
-        key = struct.pack("!IHBBH", addr, rng.choice([80, 1500, 2500]), rng.choice([6, 17, 1]),
-                          rng.randrange(256), rng.choice([42, 55, 1500, 7]))
-        trace.append((1, bytes.fromhex("02000000000202000000000188b6") + key + bytes(12)))
+        trace.append((1, key_frame(addr, rng.choice([80, 1500, 2500]), rng.choice([6, 17, 1]),
+                                   rng.randrange(256), rng.choice([42, 55, 1500, 7]))))
     trace.append((1, bytes(14) + b"not a key frame"))
-    table_id = b._table(T + "t_exact").preamble.id
+    table_id = b.info.table(T + "t_exact").preamble.id
     reads = [pb.Entity(direct_counter_entry=pb.DirectCounterEntry(
         table_entry=pb.TableEntry(table_id=table_id)))]
     compare("tables", writes, trace, ports=[1, 0, 3], reads=reads)
@@ -181,8 +177,7 @@ def test_stateful_trace():
     for slot in range(18):
         trace.append((0, bytes(12) + b"\x88\xb7" + struct.pack("!HBB", slot, 2, 0) +
                       bytes(256 + 28)))
-    info = Builder("stateful").info
-    counter_id = next(c.preamble.id for c in info.counters)
+    counter_id = P4Info("stateful").msg.counters[0].preamble.id
     reads = [pb.Entity(counter_entry=pb.CounterEntry(counter_id=counter_id))]
 
     def mask_random(frame: bytes) -> bytes:
@@ -197,11 +192,8 @@ def test_replication_trace():
     b = Builder("replication")
     writes = [b.group(5, [(1, 10), (2, 10), (3, 20)]), b.session(7, [(9, 1), (10, 2)]),
               b.session(8, [(10, 3)])]
-    eth = bytes.fromhex("0200000000020200000000010800")
-    trace = []
-    for mode in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 0):
-        trace.append((2, eth + bytes([mode]) + bytes(13) + b"payload"))
-    trace.append((3, eth + bytes([9]) + bytes(13) + b"\xde\xad\xbe\xef" + b"payload"))
+    trace = [(2, replication_frame(mode)) for mode in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 0)]
+    trace.append((3, replication_frame(9, b"\xde\xad\xbe\xef")))
     # bmv2 generates an egress clone while the next packet is already in ingress, so copies made
     # at different points (here the clones of modes 7 and 8 on port 10) interleave arbitrarily.
     compare("replication", writes, trace, ports=[1, 2, 3, 4, 9, 10], ordered=False)

@@ -9,9 +9,9 @@ import logging
 import struct
 
 import pytest
-from softswitch_fixtures import program_json
 
 from softswitch import V1Switch, load_program
+from tests.softswitch.programs import program_json
 
 V = {"type": "local", "value": 0}  # the action parameter v = 0xDD
 ADDR = {"type": "field", "value": ["key", "addr"]}

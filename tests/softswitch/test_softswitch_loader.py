@@ -7,9 +7,9 @@ import copy
 import json
 
 import pytest
-from softswitch_fixtures import program_json
 
 from softswitch import ProgramError, UnsupportedConstruct, load_program
+from tests.softswitch.programs import program_json
 
 
 def base() -> dict:

@@ -11,13 +11,14 @@ import grpc
 import pytest
 from google.protobuf import text_format
 from google.rpc import code_pb2, status_pb2
-from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
-from softswitch_fixtures import p4info_text, program_json
 
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
+from tests.softswitch.frames import key_frame
+from tests.softswitch.p4info import P4Info, exact_entry
+from tests.softswitch.programs import p4info_text, program_json
 
 SetAction = pb.SetForwardingPipelineConfigRequest
 
@@ -101,29 +102,6 @@ class Client:
         return out
 
 
-class P4Info:
-    def __init__(self, name: str):
-        self.msg = text_format.Parse(p4info_text(name), p4info_pb2.P4Info())
-
-    def table(self, name):
-        return next(t for t in self.msg.tables if t.preamble.name == name)
-
-    def action_id(self, name):
-        return next(a.preamble.id for a in self.msg.actions if a.preamble.name == name)
-
-    def field_id(self, table, name):
-        return next(f.id for f in self.table(table).match_fields if f.name == name)
-
-    def counter_id(self, name):
-        return next(c.preamble.id for c in self.msg.counters if c.preamble.name == name)
-
-    def direct_counter_id(self, name):
-        return next(c.preamble.id for c in self.msg.direct_counters if c.preamble.name == name)
-
-    def register_id(self, name):
-        return next(r.preamble.id for r in self.msg.registers if r.preamble.name == name)
-
-
 @pytest.fixture
 def server():
     dataplane = Dataplane(device_id=0, cpu_port=64)
@@ -176,24 +154,6 @@ def update(kind, entity_setter) -> pb.Update:
 # -- table entries ---------------------------------------------------------------------------------
 
 T = "IngressImpl."
-
-
-def exact_entry(info: P4Info, addr: int, port: int, v: int, out_port: int,
-                encode=lambda x, n: x.to_bytes(n, "big")) -> pb.TableEntry:
-    te = pb.TableEntry(table_id=info.table(T + "t_exact").preamble.id)
-    m = te.match.add(field_id=info.field_id(T + "t_exact", "hdr.key.addr"))
-    m.exact.value = encode(addr, 4)
-    m = te.match.add(field_id=info.field_id(T + "t_exact", "hdr.key.port"))
-    m.exact.value = encode(port, 2)
-    te.action.action.action_id = info.action_id(T + "set_exact")
-    te.action.action.params.add(param_id=1, value=bytes([v]))
-    te.action.action.params.add(param_id=2, value=out_port.to_bytes(2, "big"))
-    return te
-
-
-def key_frame(addr=0, port=0, proto=0, flags=0, tag=0) -> bytes:
-    return bytes.fromhex("02000000000202000000000188b6") + \
-        struct.pack("!IHBBH", addr, port, proto, flags, tag) + bytes(12)
 
 
 def test_pipeline_push_insert_forward_and_read_back(server, client):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import p4runtime_sh.shell as sh
 import pytest
-from softswitch_fixtures import COMPILED
 
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
+from tests.softswitch.programs import COMPILED
 
 
 @pytest.fixture

@@ -19,11 +19,11 @@ import grpc
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
-from softswitch_fixtures import COMPILED, program
 
 from softswitch.dataplane import Dataplane
 from softswitch.pcap import read_pcap
 from softswitch.ports import PortManager, parse_interface
+from tests.softswitch.programs import COMPILED, program
 
 ETH = bytes.fromhex("0200000000020200000000010800")
 

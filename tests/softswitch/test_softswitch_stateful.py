@@ -11,7 +11,8 @@ import struct
 import zlib
 
 from scapy.utils import checksum as inet_checksum
-from softswitch_fixtures import switch
+
+from tests.softswitch.programs import switch
 
 LANES = 64
 SLOTS = 16

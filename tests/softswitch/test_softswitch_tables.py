@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from softswitch_fixtures import switch
 
 from softswitch import TableError
+from tests.softswitch.programs import switch
 
 ETH = bytes.fromhex("02000000000202000000000188b6")
 RESULT_FMT = "!BBBBBBBBBBH"

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .codegen import MAX_NESTING, ModuleGenerator
-from .errors import ProgramError
-from .expressions import ExprCompiler
+from ..errors import ProgramError
+from ..expressions import ExprCompiler, unsigned_code
+from ..layout import Field
+from .source import MAX_NESTING
 
 if TYPE_CHECKING:
-    from .program import TableSpec
+    from ..program import TableSpec
+    from .module import ModuleGenerator
 
 
 class ControlFlowGenerator:
@@ -134,7 +136,7 @@ class ControlFlowGenerator:
             targets, static = self.successors(name)
             return lines + (self.edge(targets[0], path, nest) if static else
                             ["return _e.next"])
-        key = self.gen.table_key_code([(k.field, k.mask) for k in spec.keys])
+        key = table_key_code([(k.field, k.mask) for k in spec.keys])
         lines = [f"_e = _LOOKUP{tid}({key})"]
         if spec.next_by_action is None:  # hit/miss branches
             return lines + ["if _e is None:", f"    _e = _TABLE{tid}.default",
@@ -160,3 +162,15 @@ class ControlFlowGenerator:
         if info.exits:
             lines += ["if p.exit:", "    return None"]
         return lines
+
+
+def table_key_code(keys: list[tuple[Field, int | None]]) -> str:
+    """The table key as one int: key elements (unsigned, masked) concatenated MSB first."""
+    parts, shift = [], sum(f.width for f, _ in keys)
+    for f, mask in keys:
+        shift -= f.width
+        code = unsigned_code(f)
+        if mask is not None:
+            code = f"({code} & {mask:#x})"
+        parts.append(f"({code} << {shift})" if shift else code)
+    return " | ".join(parts) if parts else "0"

@@ -1,24 +1,30 @@
-"""The benchmark helpers: a switch programmed through the P4Runtime code path, measured."""
+"""softswitch.packet_rate, and the device it measures: programmed through the P4Runtime code path
+(softswitch.p4runtime_server.programmed_device)."""
 
 from __future__ import annotations
 
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
-from softswitch_fixtures import p4info_text, program_json, requires_bmv2
-from test_softswitch_p4runtime import P4Info, exact_entry, key_frame
 
-from softswitch.bench import bench_bmv2, bench_softswitch, compare, programmed_switch
+from softswitch.p4runtime_server import programmed_device, write_request
+from softswitch.packet_rate import bench_bmv2, bench_softswitch, compare
+from tests.softswitch.differential import requires_bmv2
+from tests.softswitch.frames import key_frame
+from tests.softswitch.p4info import P4Info, exact_entry
+from tests.softswitch.programs import p4info_text, program_json
+
+
+def _insert() -> pb.Update:
+    return pb.Update(type=pb.Update.INSERT,
+                     entity=pb.Entity(table_entry=exact_entry(P4Info("tables"), 1, 2, 3, 4)))
 
 
 def _insert_write() -> pb.WriteRequest:
-    write = pb.WriteRequest(device_id=0)
-    u = write.updates.add(type=pb.Update.INSERT)
-    u.entity.table_entry.CopyFrom(exact_entry(P4Info("tables"), 1, 2, 3, 4))
-    return write
+    return write_request([_insert()])
 
 
-def test_programmed_switch_forwards_with_written_entry():
-    sw = programmed_switch(program_json("tables"), p4info_text("tables"), [_insert_write()])
+def test_programmed_device_forwards_with_written_entry():
+    sw = programmed_device(program_json("tables"), p4info_text("tables"), [_insert_write()]).switch
     assert sw.process(0, key_frame(addr=1, port=2))[0][0] == 4
     assert sw.tables["IngressImpl.t_exact"].counter(0) == (1, len(key_frame()))
 
@@ -33,13 +39,9 @@ def test_bench_softswitch_counts_one_pass():
 
 
 def test_failed_write_is_reported():
-    info = P4Info("tables")
-    write = pb.WriteRequest(device_id=0)
-    for _ in range(2):
-        write.updates.add(type=pb.Update.INSERT).entity.table_entry.CopyFrom(
-            exact_entry(info, 1, 2, 3, 4))
     with pytest.raises(RuntimeError, match="Match entry exists"):
-        programmed_switch(program_json("tables"), p4info_text("tables"), [write])
+        programmed_device(program_json("tables"), p4info_text("tables"),
+                          [write_request([_insert(), _insert()])])
 
 
 @requires_bmv2
@@ -53,5 +55,5 @@ def test_compare_with_bmv2():
 
 
 def test_bench_bmv2_without_binary_is_none(monkeypatch):
-    monkeypatch.setattr("softswitch.bench.shutil.which", lambda name: None)
+    monkeypatch.setattr("softswitch.bmv2_files.shutil.which", lambda name: None)
     assert bench_bmv2(program_json("tables"), p4info_text("tables"), []) is None

@@ -1,14 +1,10 @@
-"""Shared helpers for the software-switch tests: the compiled executor test programs.
-
-(A plain module rather than conftest.py: the tests import these helpers directly.)"""
+"""The compiled test programs of tests/p4programs, each loaded (and its code generated) once per
+test session."""
 
 from __future__ import annotations
 
 import functools
-import shutil
 from pathlib import Path
-
-import pytest
 
 from softswitch import Program, V1Switch, load_program
 
@@ -27,15 +23,8 @@ def p4info_text(name: str) -> str:
 
 @functools.cache
 def program(name: str) -> Program:
-    """Each test program is loaded (and its code generated) once per test session."""
     return load_program(program_json(name))
 
 
 def switch(name: str, **kwargs) -> V1Switch:
     return V1Switch(program(name), **kwargs)
-
-
-bmv2_available = shutil.which("simple_switch_grpc") is not None
-
-requires_bmv2 = pytest.mark.skipif(not bmv2_available,
-                                   reason="simple_switch_grpc is not installed")
