@@ -92,10 +92,19 @@ class Controller:
 
     def load_pipeline(self, force: bool = False) -> bool:
         """Push the pipeline unless the switch already runs it; True if pushed (which resets
-        every table, register and counter on the switch)."""
+        every table, register and counter on the switch).
+
+        Multicast groups are deleted first: bmv2's P4Runtime server forgets them on a pipeline
+        push while bmv2 keeps replicating with them, so groups re-created afterwards would add
+        their copies to the old ones and every result would arrive twice."""
         conn = self._connection()
-        if not force and conn.pipeline_cookie() == self._cookie:
+        cookie = conn.pipeline_cookie()
+        if not force and cookie == self._cookie:
             return False
+        if cookie is not None:
+            stale = self.read_groups().values()
+            if stale:
+                conn.write([_delete_group(g) for g in stale])
         conn.set_pipeline(self._p4info, self._device_config, self._cookie)
         log.info("%s: pipeline loaded", self.address)
         return True

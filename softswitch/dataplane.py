@@ -1,6 +1,10 @@
 """The running switch as the ports and the P4Runtime server share it.
 
-A pipeline push replaces the whole ``V1Switch`` (bmv2 resets all state when it swaps configs).
+A pipeline push replaces the whole ``V1Switch``, multicast groups and clone sessions included.
+bmv2 resets its tables, registers and counters on a push, but not its replication engine, whose
+groups its P4Runtime server (PI) forgets: groups created after the push add their copies to the
+old ones. We do not model that (see softswitch/README.md, "Differences from bmv2"); the
+controller deletes groups before it pushes a pipeline, so both targets end up the same.
 Frames leaving on the CPU port go to the controller as P4Runtime PacketIn, like
 ``simple_switch_grpc --cpu-port``; every other frame goes to the port layer.
 """

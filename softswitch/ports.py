@@ -15,6 +15,7 @@ import logging
 import re
 import select
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,14 @@ log = logging.getLogger("softswitch.ports")
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 MAX_FRAME = 65535
+# Linux <linux/if_packet.h>: the VLAN tag the kernel took out of a received frame comes back
+# in a tpacket_auxdata control message.
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+_AUXDATA = struct.Struct("=IIIHHHH")  # status, len, snaplen, mac, net, vlan_tci, vlan_tpid
 
 
 @dataclass
@@ -87,17 +96,27 @@ class UdpPort(Port):
 
 
 class InterfacePort(Port):
-    """A Linux network interface through an AF_PACKET socket (needs CAP_NET_RAW)."""
+    """A Linux network interface through an AF_PACKET socket (needs CAP_NET_RAW).
+
+    The kernel strips a received frame's outer 802.1Q/802.1ad tag into packet metadata (VLAN
+    acceleration); bmv2 reads through libpcap, which puts it back. So does this port, from the
+    PACKET_AUXDATA control message, so that a tagged frame reaches the pipeline, and leaves,
+    with its tag, as on bmv2."""
 
     def __init__(self, number: int, ifname: str):
         super().__init__(number, ifname)
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         self.sock.bind((ifname, 0))
 
     def recv(self) -> bytes | None:
-        frame, addr = self.sock.recvfrom(MAX_FRAME)
+        frame, ancillary, _flags, addr = self.sock.recvmsg(MAX_FRAME,
+                                                           socket.CMSG_SPACE(_AUXDATA.size))
         if addr[2] == PACKET_OUTGOING:  # our own transmissions, seen by the packet socket
             return None
+        for level, kind, data in ancillary:
+            if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= _AUXDATA.size:
+                return with_vlan_tag(frame, *_AUXDATA.unpack_from(data))
         return frame
 
     def send(self, frame: bytes) -> None:
@@ -107,6 +126,17 @@ class InterfacePort(Port):
         except OSError as exc:
             self.stats.tx_dropped += 1
             log.warning("port %d (%s): send failed: %s", self.number, self.name, exc)
+
+
+def with_vlan_tag(frame: bytes, status: int, _len: int, _snaplen: int, _mac: int, _net: int,
+                  tci: int, tpid: int) -> bytes:
+    """The frame with the tag that tpacket_auxdata says the kernel removed put back after the
+    MAC addresses (TPID 0x8100 when the kernel does not report one)."""
+    if not status & TP_STATUS_VLAN_VALID:
+        return frame
+    if not status & TP_STATUS_VLAN_TPID_VALID:
+        tpid = ETH_P_8021Q
+    return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
 
 
 _UDP_SPEC = re.compile(r"^udp:(?P<host>\[[^\]]+\]|[^:]+):(?P<port>\d+)$")

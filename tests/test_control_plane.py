@@ -106,6 +106,22 @@ def test_restart_then_reconcile_restores_every_job(target, controller):
     assert all(f.header.op == P.Op.RESULT and f.lanes[0] == 5 for _, f in outs)
 
 
+def test_a_forced_pipeline_push_then_reconcile_delivers_every_copy_once(target, controller):
+    """bmv2 keeps its replication state across a pipeline push that PI forgets: without deleting
+    the groups first, the re-created groups add their copies to the old ones."""
+    a = spec(1, n=3)
+    controller.admit(a)
+    assert controller.load_pipeline(force=True)
+    controller.reconcile()
+    contribute(target, a, 0, 0, 2)
+    contribute(target, a, 1, 0, 3)
+    outs = contribute(target, a, 2, 0, 4)
+    assert sorted(p for p, _ in outs) == [1, 2, 3]
+    assert all(f.header.op == P.Op.RESULT and f.lanes[0] == 9 for _, f in outs)
+    arp = b"\xff" * 6 + bytes.fromhex("020000009901") + b"\x08\x06" + bytes(46)
+    assert sorted(p for p, _ in target.send(1, arp)) == [2, 3, 4]  # flooded, once per port
+
+
 def test_reconcile_removes_what_is_not_desired(target, controller):
     controller.admit(spec(1))
     other = Controller(target.address, PORTS, election_id=2).connect()  # takes over as primary

@@ -639,7 +639,7 @@ class DeviceManager:
             if d.action:
                 self._fill_action(t, d, msg)
             if request.HasField("counter_data") and t.direct_counter_id:
-                self._fill_counter(t, d.packets, d.bytes, msg.counter_data)
+                _set_counter_data(msg.counter_data, d.packets, d.bytes)
             info = self._defaults.get(t.id, _EntryInfo())
             msg.controller_metadata = info.controller_metadata
             msg.metadata = info.metadata
@@ -657,7 +657,7 @@ class DeviceManager:
             msg = _new(out).table_entry
             self._fill_entry(t, e, msg)
             if request.HasField("counter_data") and t.direct_counter_id:
-                self._fill_counter(t, e.packets, e.bytes, msg.counter_data)
+                _set_counter_data(msg.counter_data, e.packets, e.bytes)
             if t.is_const:
                 continue
             info = self._entries[t.id].get(e.handle, _EntryInfo())
@@ -703,10 +703,6 @@ class DeviceManager:
                     p.value = to_bytes(e.params[pname])
                 return
 
-    def _fill_counter(self, t: TableMap, packets: int, nbytes: int, data: pb.CounterData) -> None:
-        unit = self.pipeline.index.direct_counters[t.direct_counter_id].unit
-        _set_counter_data(data, unit, packets, nbytes)
-
     def _counter_read(self, request: pb.CounterEntry, out: list[pb.Entity]) -> None:
         index = self.pipeline.index
         counters = list(index.counters.values()) if request.counter_id == 0 else \
@@ -728,7 +724,7 @@ class DeviceManager:
                 msg = _new(out).counter_entry
                 msg.counter_id = c.id
                 msg.index.index = i
-                _set_counter_data(msg.data, c.unit, packets, nbytes)
+                _set_counter_data(msg.data, packets, nbytes)
 
     def _direct_counter_read(self, request: pb.DirectCounterEntry,
                              out: list[pb.Entity]) -> None:
@@ -748,14 +744,14 @@ class DeviceManager:
             packets, nbytes = table.counter(handle)
             msg = _new(out).direct_counter_entry
             msg.table_entry.CopyFrom(te)
-            self._fill_counter(t, packets, nbytes, msg.data)
+            _set_counter_data(msg.data, packets, nbytes)
             return
         for e in table.entries():
             msg = _new(out).direct_counter_entry
             msg.table_entry.table_id = t.id
             self._fill_entry(t, e, msg.table_entry)
             msg.table_entry.ClearField("action")
-            self._fill_counter(t, e.packets, e.bytes, msg.data)
+            _set_counter_data(msg.data, e.packets, e.bytes)
 
     def _register_read(self, request: pb.RegisterEntry, out: list[pb.Entity]) -> None:
         if not self.register_access:
@@ -785,8 +781,8 @@ def _new(out: list[pb.Entity]) -> pb.Entity:
     return entity
 
 
-def _set_counter_data(data: pb.CounterData, unit: int, packets: int, nbytes: int) -> None:
-    if unit in (Unit.PACKETS, Unit.BOTH):
-        data.packet_count = packets
-    if unit in (Unit.BYTES, Unit.BOTH):
-        data.byte_count = nbytes
+def _set_counter_data(data: pb.CounterData, packets: int, nbytes: int) -> None:
+    """Both counts, whatever the counter's unit: bmv2 counts packets and bytes of every counter
+    and PI reports both, so a packets-only counter reads with its bytes there too."""
+    data.packet_count = packets
+    data.byte_count = nbytes

@@ -165,3 +165,24 @@ def test_a_probe_reports_without_contributing(target, controller):
     job.data(0, 2 * W, ONES)
     [(_, b)] = job.data(2, 0, ONES, flags=P.Flag.PROBE)
     assert b.header.reason == P.Bounce.STALE
+
+
+def test_an_evicted_aggregation_is_counted_in_packets_and_bytes(target, controller):
+    """``evictions`` counts packets only, but bmv2 counts bytes of every counter and its
+    P4Runtime server reports them: every target reads both."""
+    from p4.v1 import p4runtime_pb2
+
+    job = Job(job_spec(1, 2, slots=2), target)
+    placed = controller.admit(job.spec)
+    job.data(0, 0, ONES)  # unfinished
+    job.data(0, 4, ONES)  # same slot and set, newer: evicts chunk 0
+    job.data(0, 1, ONES)
+    job.data(0, 5, ONES)  # and again in slot 1
+    entity = p4runtime_pb2.Entity()
+    entity.counter_entry.counter_id = controller.conn.p4info.counter(
+        controller.aggregator.evictions_counter).preamble.id
+    entity.counter_entry.index.index = placed.job_index
+    (got,) = controller.conn.read(entity)
+    assert (got.counter_entry.data.packet_count,
+            got.counter_entry.data.byte_count) == (2, 2 * P.FRAME_LEN)
+    assert controller.counters(1)["evictions"] == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import struct
 
+import numpy as np
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
 from scapy.layers.l2 import Ether
@@ -197,3 +198,59 @@ def test_replication_trace():
     # bmv2 generates an egress clone while the next packet is already in ingress, so copies made
     # at different points (here the clones of modes 7 and 8 on port 10) interleave arbitrarily.
     compare("replication", writes, trace, ports=[1, 2, 3, 4, 9, 10], ordered=False)
+
+
+def test_sa_atp_program_with_tagged_frames_evictions_and_counter_bytes():
+    """The project's own program as the controller programs it: a 3-worker job, its rounds, an
+    eviction, 802.1Q/802.1ad-tagged frames (ordinary traffic for the program: flooded with their
+    tags) and every counter, packets and bytes, the packets-only evictions counter included."""
+    from control_plane.controller import Controller, Pipeline
+    from control_plane.controls.forwarding import L2Forwarding
+    from protocol import constants as P
+    from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
+    from topologies.local import local_job
+
+    spec = local_job(5, 3, slots=2)
+    ports = [w.port for w in spec.workers]
+    pipeline = Pipeline()
+    p4info_txt = pipeline.p4info_path.read_text()
+    controller = Controller("offline", ports=ports, pipeline=pipeline)
+    _, updates = controller.admission_updates(spec)
+    flood = pb.Update(type=pb.Update.INSERT)
+    flood.entity.packet_replication_engine_entry.CopyFrom(
+        L2Forwarding.flood_group(ports).to_proto())
+    switch = Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)
+
+    def data(w: int, chunks) -> list[tuple[int, bytes]]:
+        ws = spec.worker(w)
+        chunk = np.array(chunks, np.uint32)
+        frames = FrameBatch(Endpoint(ws.mac, ws.ip, ws.udp_port), switch).encode(
+            op=P.Op.DATA, job=spec.id, worker=w, slot=chunk % spec.slots,
+            chunk=chunk, flags=(chunk // spec.slots) % 2, scale=0x8000,
+            lanes=np.full((len(chunk), P.LANES), w + 1, np.int32))
+        return [(ws.port, raw) for raw in frames_to_bytes(frames)]
+
+    tagged = bytes.fromhex("020000000a01020000000a008100006408004500002000004000401126b90a00000a"
+                           "0a00000b03e807d0000c0000766c616e")
+    qinq = tagged[:12] + b"\x88\xa8\x00\x07" + tagged[12:]
+    trace = (data(0, [0, 1]) + data(1, [0, 1]) + data(2, [0, 1])  # two complete chunks
+             + data(0, [2]) + data(0, [6])  # chunk 2 unfinished, evicted by chunk 6
+             + [(1, tagged), (2, qinq)] + [(3, data(0, [0])[0][1])])  # and a spoof
+    info, _, _ = pipeline.load()
+    reads = [pb.Entity(counter_entry=pb.CounterEntry(counter_id=info.counter(name).preamble.id))
+             for name in ("SaAtpIngress.aggregator.evictions", "SaAtpIngress.stats.packets",
+                          "SaAtpIngress.stats.drops", "SaAtpEgress.stats.packets")]
+    json_text = pipeline.json_path.read_text()
+    writes = [write_request([flood, *updates])]
+    soft, soft_reads = run_softswitch(json_text, p4info_txt, writes, trace, ports, reads)
+    hard, hard_reads = run_bmv2(json_text, p4info_txt, writes, trace, ports, reads,
+                                expected=sum(len(v) for v in soft.values()))
+    for port in ports:
+        assert soft[port] == hard[port], f"port {port} differs"
+    assert tagged in soft[2] and tagged in soft[3] and qinq in soft[1]  # flooded, tag kept
+    nonzero = [(e.counter_entry.counter_id, e.counter_entry.index.index,
+                e.counter_entry.data.packet_count, e.counter_entry.data.byte_count)
+               for e in soft_reads if e.counter_entry.data.packet_count]
+    evictions = info.counter("SaAtpIngress.aggregator.evictions").preamble.id
+    assert [(p, b) for c, _, p, b in nonzero if c == evictions] == [(1, P.FRAME_LEN)]
+    assert soft_reads == hard_reads

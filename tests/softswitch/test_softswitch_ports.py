@@ -20,6 +20,7 @@ import pytest
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
 
+from softswitch import load_program
 from softswitch.dataplane import Dataplane
 from softswitch.pcap import read_pcap
 from softswitch.ports import PortManager, parse_interface
@@ -212,3 +213,36 @@ def test_interface_ports_through_af_packet(veth_namespace):
         ports.stop()
         for s in hosts.values():
             s.close()
+
+
+def test_interface_ports_keep_vlan_tags(veth_namespace, tmp_path):
+    """The kernel takes a received frame's outer tag out into packet metadata; the port puts it
+    back (as bmv2's libpcap does), so a tagged frame crosses the switch with its tag: 802.1Q and
+    802.1ad, in from a veth interface and out through a UDP tunnel port, which passes bytes."""
+    dataplane = Dataplane()
+    sw = dataplane.install(load_program((COMPILED.parents[2] / "p4src" / "compiled"
+                                         / "sa_atp.json").read_text()))
+    sw.tables["SaAtpIngress.l2.dmac"].add({"hdr.ethernet.dst_addr": 0x020000000A01},
+                                          "SaAtpIngress.l2.forward", {"port": 1})
+    ports = PortManager(dataplane)
+    ports.add(1, "udp:127.0.0.1:0")
+    with in_namespace(veth_namespace):
+        ports.add(2, "sw2")
+        host = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        host.bind(("h2", 0))
+    ports.start()
+    peer = udp_socket()
+    try:
+        peer.sendto(b"hello", ports.ports[1].address)  # the tunnel learns where to send
+        assert wait_until(lambda: ports.ports[1].peer is not None)
+        plain = bytes.fromhex("020000000a01020000000a0088b5") + bytes(46)
+        dot1q = plain[:12] + bytes.fromhex("81000064") + plain[12:]
+        qinq = plain[:12] + bytes.fromhex("88a8a007") + dot1q[12:]
+        for frame in (dot1q, qinq, plain):
+            host.send(frame)
+            got, _ = peer.recvfrom(2048)
+            assert got == frame
+    finally:
+        ports.stop()
+        host.close()
+        peer.close()
