@@ -19,15 +19,19 @@ from bench.timing import interleaved_best
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.links import UdpTunnelLink
 from protocol import constants as P
-from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
+from protocol.codec import Endpoint, FrameBatch, field_offset, frames_to_bytes
 from topologies.local import local_job
 
 _HEADER = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
 _STOP = b"x"
+# (destination, source, size) of the addresses a reply swaps: MAC, IPv4, UDP port.
+_SWAPPED = [(field_offset(d), field_offset(s), n) for d, s, n in
+            (("eth_dst", "eth_src", 6), ("ip_dst", "ip_src", 4), ("udp_dport", "udp_sport", 2))]
 
 
 def _reflect(ready) -> None:
-    """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back."""
+    """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back,
+    from the address it was sent to, as the switch does."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.bind(("127.0.0.1", 0))
@@ -42,6 +46,8 @@ def _reflect(ready) -> None:
             return
         if buf[_HEADER + 1] & P.Flag.PROBE:
             continue
+        for a, b, size in _SWAPPED:
+            buf[a:a + size], buf[b:b + size] = buf[b:b + size], buf[a:a + size]
         buf[_HEADER] = result
         buf[_HEADER + 1] &= P.Flag.SET
         buf[_HEADER + 12:_HEADER + 16] = one
@@ -58,7 +64,7 @@ def run(elements: int = 1 << 21) -> dict:
     try:
         spec = local_job(1, 1, slots=256)
         link = UdpTunnelLink(address)
-        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0), link)
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, run=1), link)
         values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
         comm.allreduce(values)  # warm-up: compiles the quantizer, fills the predictor
         calls = []

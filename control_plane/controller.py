@@ -23,6 +23,7 @@ from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission, JobConfig
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.controls.replica_rewrite import ReplicaRewrite
+from control_plane.controls.source_guard import SourceGuard
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.jobs import AdmittedJob, JobSpec, SpecError
@@ -62,6 +63,7 @@ class Controller:
                                            for m, p in (hosts or {}).items()})
         self.admission = JobAdmission()
         self.replica_rewrite = ReplicaRewrite()
+        self.source_guard = SourceGuard()
         self.l2 = L2Forwarding()
         self.ingress_drop_sim = DropSimulator("SaAtpIngress.drop_sim")
         self.egress_drop_sim = DropSimulator("SaAtpEgress.drop_sim")
@@ -140,6 +142,7 @@ class Controller:
                      + [_insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
                      + [_insert(e, self._p4info) for e in self.admission.worker_entries(job)]
                      + [_insert(e, self._p4info) for e in self._new_host_entries(job)]
+                     + [_insert(e, self._p4info) for e in self._new_guard_entries(job)]
                      + [_insert(self.admission.job_entry(job), self._p4info)])
 
     def add_transit(self, job_id: int) -> None:
@@ -166,10 +169,12 @@ class Controller:
         conn = self._connection()
         remaining = set(self.l2.entries(self._hosts(excluding=job_id)))
         stale_hosts = [e for e in self._host_entries() if e not in remaining]
+        remaining = set(self._guard_entries(excluding=job_id))
+        stale_guards = [e for e in self._guard_entries() if e not in remaining]
         conn.write([_delete(self.admission.job_entry(job), self._p4info)]
                    + [_delete(e, self._p4info) for e in self.admission.worker_entries(job)]
                    + [_delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [_delete(e, self._p4info) for e in stale_hosts]
+                   + [_delete(e, self._p4info) for e in stale_hosts + stale_guards]
                    + [_delete_group(self._group(job))])
         self.desired.allocator.remove(job_id)
         self.aggregator.clear(conn, job.aggregator_range())
@@ -222,13 +227,16 @@ class Controller:
         return {g.group_id: g for g in groups}
 
     def counters(self, job_id: int | None = None) -> dict:
-        """Packets and drops per op / reason, at ingress and egress, for a job (or, with None,
-        for traffic that matched no job), plus the job's evictions."""
+        """Packets and drops per op / reason, at ingress (received) and egress (sent), for a job
+        plus its evictions; with None, for traffic that matched no job plus the controller's
+        own management requests."""
         conn = self._connection()
         index = 0 if job_id is None else self._job(job_id).job_index
         result = {"ingress": self.ingress_stats.read(conn, index),
                   "egress": self.egress_stats.read(conn, index)}
-        if job_id is not None:
+        if job_id is None:
+            result["management"] = self.aggregator.management(conn)
+        else:
             result["evictions"] = self.aggregator.evictions(conn, index)
         return result
 
@@ -285,8 +293,8 @@ class Controller:
             raise SpecError(f"job {job_id} is not admitted") from None
 
     def _table_controls(self):
-        return (self.admission, self.replica_rewrite, self.l2, self.ingress_drop_sim,
-                self.egress_drop_sim)
+        return (self.source_guard, self.admission, self.replica_rewrite, self.l2,
+                self.ingress_drop_sim, self.egress_drop_sim)
 
     def _group(self, job: AdmittedJob) -> MulticastGroup:
         return MulticastGroup.make(job.group, ((w.port, w.id) for w in job.spec.workers))
@@ -317,8 +325,17 @@ class Controller:
         macs = {mac_str(mac_bytes(w.mac)): w.port for w in job.spec.workers}
         return [e for e in self.l2.entries(macs) if e not in have]
 
+    def _guard_entries(self, excluding: int | None = None) -> list[TableEntry]:
+        """The switch addresses of the jobs aggregated here: no frame may come from them."""
+        return self.source_guard.entries(j.spec.switch_mac for j in self.jobs.values()
+                                         if j.spec.id != excluding)
+
+    def _new_guard_entries(self, job: AdmittedJob) -> list[TableEntry]:
+        have = set(self._guard_entries())
+        return [e for e in self.source_guard.entries([job.spec.switch_mac]) if e not in have]
+
     def _desired_entries(self) -> list[TableEntry]:
-        entries = list(self._host_entries())
+        entries = list(self._host_entries()) + self._guard_entries()
         entries += [self.admission.transit_entry(j) for j in sorted(self.desired.transit_jobs)]
         for job in self.jobs.values():
             entries.append(self.admission.job_entry(job))

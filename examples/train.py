@@ -97,9 +97,11 @@ def switch_hook_state(args, rank: int, fallback: bool = True):
     from host_lib.ddp_hook import SaAtpHookState
     from host_lib.fallback import FallbackGroup
     from host_lib.links import RawEthernetLink, UdpTunnelLink
+    from host_lib.runs import agree_run_id
 
     spec = load_spec(args.job_spec)
-    config = CommunicatorConfig.from_spec(spec, rank, silence_timeout=args.silence_timeout)
+    run = agree_run_id(_get_default_store(), rank, spec.id)
+    config = CommunicatorConfig.from_spec(spec, rank, run, silence_timeout=args.silence_timeout)
     if args.interface:
         link = RawEthernetLink(args.interface, config.local.ip, config.local.port)
     else:

@@ -24,6 +24,7 @@ from collections import deque
 
 import numpy as np
 
+from host_lib.frame_filter import FrameFilter
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import HelperDuty, HelperRole
@@ -37,15 +38,12 @@ from protocol.codec import (
     encode_frame,
     field_offset,
     frame_lanes,
-    ipv4_checksum,
 )
 
 log = logging.getLogger(__name__)
 
 _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
-# Byte offsets of the fields a worker rewrites in a frame it redirects to a peer.
-_FLAGS, _ETH_DST, _IP_CSUM, _IP_DST, _UDP_DPORT = (
-    field_offset(name) for name in ("flags", "eth_dst", "ip_csum", "ip_dst", "udp_dport"))
+_FLAGS = field_offset("flags")
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
@@ -59,9 +57,12 @@ class Transport(HelperRole):
     def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
                  switch: Endpoint, peers: dict[int, Endpoint] | None = None,
                  rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
-                 n_workers: int | None = None):
+                 n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0):
         self.link = link
         self.job = job
+        self.run_id = run
+        self.filter = FrameFilter(switch, local, job, run)
+        self.stall_timeout = stall_timeout
         self.worker = worker
         self.slots = slots
         self.local = local
@@ -81,12 +82,15 @@ class Transport(HelperRole):
         self.duties: dict[int, HelperDuty] = {}
         self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
         self._plan = RoundPlan()  # the plan of the latest round, for duties between calls
+        self._between_calls = CallStats()  # what serving peers between calls cost
 
     # -- the round loop ---------------------------------------------------------------------
 
     def run(self, rnd: Round, stats: CallStats) -> None:
         """Push every chunk of ``rnd`` through the switch and collect its result."""
         stats.chunks += rnd.n
+        stats.add(self._between_calls)  # what arrived since the last call is this call's news
+        self._between_calls = CallStats()
         self._plan = rnd.plan
         self._recent.append(rnd)
         now = time.monotonic()
@@ -101,20 +105,30 @@ class Transport(HelperRole):
             rnd.next_to_send = rnd.n
         poller = select.poll()
         poller.register(self.link.fileno(), select.POLLIN)
-        last_heard = now
+        last_heard = last_progress = now
+        completed = rnd.completed
         while rnd.completed < rnd.n:
             now = time.monotonic()
             if self._drain(rnd, stats, now):
                 last_heard = now
                 if rnd.completed == rnd.n:
                     break
+            if rnd.completed != completed:
+                completed, last_progress = rnd.completed, now
             self._send_window(rnd, stats, now)
             next_deadline = min(self._retransmit(rnd, stats, now), self._take_over(rnd, stats, now))
             if now - last_heard > self.silence_timeout:
                 raise SwitchSilent(f"job {self.job} worker {self.worker}: no packet from the "
                                    f"switch for {now - last_heard:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
-            wait = min(next_deadline, last_heard + self.silence_timeout) - time.monotonic()
+            if now - last_progress > self.stall_timeout:
+                # Frames keep coming but no chunk completes (a peer gone for good, a livelock):
+                # the call ends here whatever traffic keeps flowing.
+                raise SwitchSilent(f"job {self.job} worker {self.worker}: no chunk completed "
+                                   f"for {now - last_progress:.1f} s with "
+                                   f"{rnd.n - rnd.completed} chunks pending")
+            wait = min(next_deadline, last_heard + self.silence_timeout,
+                       last_progress + self.stall_timeout) - time.monotonic()
             poller.poll(max(0.0, min(wait, 0.5)) * 1000)
         self._expire_duties(time.monotonic())
 
@@ -124,7 +138,7 @@ class Transport(HelperRole):
         fds = [self.link.fileno()] + ([wake] if wake is not None else [])
         ready, _, _ = select.select(fds, [], [], timeout)
         if self.link.fileno() in ready:
-            self._drain(None, CallStats(), time.monotonic())
+            self._drain(None, self._between_calls, time.monotonic())
             return True
         return False
 
@@ -170,11 +184,15 @@ class Transport(HelperRole):
             rnd.first_pending += 1
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
-        expired = np.nonzero((rnd.deadline[window] <= now) & ~rnd.done[window])[0] + lo
+        due = (rnd.deadline[window] <= now) & ~rnd.done[window]
+        lost = np.flatnonzero(due & rnd.lost[window]) + lo
+        expired = np.flatnonzero(due & ~rnd.lost[window]) + lo
         # Chunks that time out together usually wait on the same late peer, not on losses:
-        # probe with the oldest few and give the others another RTO, rather than burst.
+        # probe with the oldest few and give the others another RTO, rather than burst. Chunks
+        # known to be lost all go at once.
         rnd.deadline[expired[_PROBE_BURST:]] = now + self.rto.rto
-        for j in expired[:_PROBE_BURST]:
+        rnd.lost[lost] = False
+        for j in np.concatenate([lost, expired[:_PROBE_BURST]]).tolist():
             rnd.retries[j] += 1
             rnd.backoff[j] += 1
             stats.timeouts += 1
@@ -210,19 +228,9 @@ class Transport(HelperRole):
         others = [w for w in sorted(self.peers) if w != self.worker] or [self.worker]
         return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
 
-    def _address(self, frame: bytearray, worker: int) -> None:
-        """Point a frame at a peer (MAC, IP, UDP port) and fix its IPv4 checksum."""
-        peer = self.peers[worker]
-        frame[_ETH_DST:_ETH_DST + 6] = peer.mac_raw
-        frame[_IP_DST:_IP_DST + 4] = peer.ip_raw
-        frame[_UDP_DPORT:_UDP_DPORT + 2] = peer.port.to_bytes(2, "big")
-        frame[_IP_CSUM:_IP_CSUM + 2] = bytes(2)
-        checksum = ipv4_checksum(bytes(frame[P.ETH_LEN:P.ETH_LEN + P.IPV4_LEN]))
-        frame[_IP_CSUM:_IP_CSUM + 2] = checksum.to_bytes(2, "big")
-
     def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
         header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
-                        chunk=chunk, flags=(chunk // self.slots) % 2, **fields)
+                        chunk=chunk, flags=(chunk // self.slots) % 2, run=self.run_id, **fields)
         lanes = np.zeros(P.LANES, np.int32) if lanes is None else lanes
         self.link.send(encode_frame(Frame(self.local, self.switch, header, lanes)))
 
@@ -257,12 +265,13 @@ class Transport(HelperRole):
         """Handle received frames in arrival order. The common case, the first result of a
         chunk of this round, is applied to whole runs of frames with array operations; every
         other frame goes through :meth:`_handle` one at a time."""
+        frames = self._rx_frames[:received]
+        accepted = self.filter.accept(frames, self._rx[:received, :P.FRAME_LEN], stats.rejected)
         if rnd is None:
             return any([self._handle(None, stats, self._rx_rows[i][:P.FRAME_LEN], now)
-                        for i in range(received)])
-        frames = self._rx_frames[:received]
+                        for i in np.flatnonzero(accepted).tolist()])
         js = (frames["chunk"].astype(np.int64) - rnd.base) & 0xFFFFFFFF
-        fast = (frames["ver_op"] == _RESULT_VER_OP) & (frames["job"] == self.job) & (js < rnd.n)
+        fast = accepted & (frames["ver_op"] == _RESULT_VER_OP) & (js < rnd.n)
         fast[fast] = ~rnd.done[js[fast]]
         candidates = np.flatnonzero(fast)
         if not (np.diff(js[candidates]) > 0).all():  # usual order rules out copies cheaply
@@ -272,7 +281,8 @@ class Transport(HelperRole):
         heard, start = bool(fast.any()), 0
         for i in np.flatnonzero(~fast).tolist():
             self._apply_results(rnd, stats, frames[start:i], js[start:i], now)
-            heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
+            if accepted[i]:
+                heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
             start = i + 1
         self._apply_results(rnd, stats, frames[start:], js[start:], now)
         return heard
@@ -294,22 +304,45 @@ class Transport(HelperRole):
         clean = js[(rnd.retries[js] == 0) & (rnd.taken_by[js] < 0) & ~np.isnan(rnd.sent_at[js])]
         if len(clean):
             self.rto.sample(now - float(rnd.sent_at[clean].mean()))
+        self._detect_losses(rnd, js, now)
         # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
         before = js[js >= self.slots] - self.slots
         lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
         rnd.deadline[lost] = now
         rnd.backoff[lost] = 0
 
+    def _detect_losses(self, rnd: Round, js: np.ndarray, now: float) -> None:
+        """Results come back in the order chunks were sent: every worker sends in chunk order
+        and a chunk completes with its last contribution. So a chunk sent before one whose
+        result just came, and still without its own, lost a contribution or its result (as
+        TCP's RACK infers from a later packet's ACK). Only one worker asks at once: every
+        worker sees the same gap when a contribution was lost, and all but its sender would
+        only hear PENDING. The chunk's designated worker asks now; the others give it two
+        round trips, and ask then if the result has still not come."""
+        sent = rnd.sent_at[js]
+        if not len(sent) or np.isnan(sent).all():
+            return
+        latest = float(np.nanmax(sent))
+        lo, hi = rnd.first_pending, rnd.next_to_send
+        gap = np.flatnonzero(~rnd.done[lo:hi] & ~rnd.lost[lo:hi] & (rnd.taken_by[lo:hi] < 0)
+                             & (rnd.sent_at[lo:hi] < latest)) + lo
+        if not len(gap):
+            return
+        n = self.all_workers.bit_length()
+        designated = (rnd.base + gap) % n == self.worker
+        wait = 2 * (self.rto.srtt or self.rto.initial)
+        rnd.lost[gap] = True
+        rnd.deadline[gap] = np.minimum(rnd.deadline[gap], np.where(designated, now, now + wait))
+
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
-        (ver_op, flags, job, _slot, worker, reason, chunk, bitmap, _count, _fanin, scale,
-         exp) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
-        if ver_op >> 4 != P.VERSION or job != self.job:
-            stats.malformed += 1
-            return False
+        """One accepted frame (see FrameFilter) that the batch path does not cover."""
+        (ver_op, flags, _job, _slot, worker, reason, chunk, bitmap, _count, fanin, scale,
+         exp, _run) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
         op = ver_op & 0xF
         if op == P.Op.HELPER_DATA:
-            self._helper_data(stats, chunk, worker, flags, frame, exp, scale)
+            contributor = fanin if flags & P.Flag.COPY else worker
+            self._helper_data(stats, chunk, contributor, flags, frame, exp, scale)
             return True
         if op == P.Op.PARTIAL or (op == P.Op.BOUNCE and reason == P.Bounce.TAKEN):
             self._helpers[chunk] = worker  # the switch names the chunk's helper
@@ -336,7 +369,7 @@ class Transport(HelperRole):
         elif op == P.Op.BOUNCE:
             self._bounce(rnd, stats, j, reason, worker, bitmap, now)
         else:
-            stats.malformed += 1
+            stats.rejected["unexpected_op"] += 1  # an op the switch never sends to workers
         return True
 
     def _bounce(self, rnd: Round, stats: CallStats, j: int, reason: int, worker: int,
@@ -347,10 +380,17 @@ class Transport(HelperRole):
             return
         if reason == P.Bounce.PENDING:
             # The chunk waits on peers and holds our contribution (unless we only probed). The
-            # probes back off; a result lost later is noticed by _result_due.
-            self.rto.sample(now - rnd.sent_at[j])
+            # probes back off; a result lost later is noticed by _detect_losses. (No round-trip
+            # sample: a bounce measures the switch, not how long a chunk takes to complete.)
             rnd.missing[j] = self.all_workers & ~bitmap
             rnd.included[j] = bool(bitmap >> self.worker & 1)
+            if (not rnd.included[j] and rnd.plan.contribute and rnd.taken_by[j] < 0
+                    and j < rnd.next_to_send):
+                # A peer asked and the switch says ours is missing: it was lost. Send it again
+                # once a copy still on its way would have arrived.
+                rnd.lost[j] = True
+                rnd.deadline[j] = min(rnd.deadline[j],
+                                      rnd.sent_at[j] + (self.rto.srtt or self.rto.initial))
         elif reason == P.Bounce.TAKEN:
             self._taken(rnd, stats, j, worker, False)
         elif reason == P.Bounce.STALE:
@@ -375,6 +415,9 @@ class Transport(HelperRole):
         elif reason == P.Bounce.SCALE_MISMATCH:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")
+        elif reason == P.Bounce.OLD_RUN:
+            raise ProtocolError(f"job {self.job}: the switch holds a newer run of this job than "
+                                f"ours ({self.run_id:#x}); this run is over")
 
     def _result_due(self, rnd: Round, chunk: int, now: float) -> None:
         """News of chunk c + W means chunk c was resolved for every worker (each sends c + W

@@ -1,13 +1,15 @@
-/* Per-replica addressing of multicast results: each copy of a RESULT or PARTIAL gets the MAC,
- * IPv4 address and UDP port of the worker it goes to (replica id = worker id). */
+/* Addressing of what the switch sends to a worker: each multicast copy of a RESULT, PARTIAL or
+ * PENDING bounce (replica id = worker id), and a HELPER_DATA forwarded to its helper, gets the
+ * MAC, IPv4 address and UDP port of the worker it goes to. */
 #ifndef SA_ATP_REPLICA_REWRITE_P4
 #define SA_ATP_REPLICA_REWRITE_P4
 
-control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta, in standard_metadata_t sm) {
-    action to_worker(mac_addr_t mac, ipv4_addr_t ip, bit<16> udp_port) {
+control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta) {
+    action to_worker(mac_addr_t mac, ipv4_addr_t ip, bit<16> udp_port, bit<32> worker_bit) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.dst_port = udp_port;
+        meta.dest_bit = worker_bit;
     }
 
     action no_replica() {
@@ -18,7 +20,7 @@ control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta, in standard_m
     table replicas {
         key = {
             hdr.sa.job: exact;
-            sm.egress_rid: exact;
+            meta.dest_worker: exact;
         }
         actions = { to_worker; no_replica; }
         default_action = no_replica();

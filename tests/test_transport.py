@@ -146,13 +146,14 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
         junk = [result[0][:40], result[0] + bytes(100), bytes([0x0F]) * P.FRAME_LEN, result[1]]
         junk = [junk[i % 4] for i in range(40)]  # ten of each
         link = JunkFirstLink(UdpTunnelLink(ctx.switch_udp), junk)
-        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0), link)
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, ctx.run), link)
         values = inputs(3, 0, 0, 50_000)
         total = comm.allreduce(values)
         stats = comm.last_stats
         comm.close()
     np.testing.assert_array_equal(total, AllreduceReference(1)([values]))
-    assert stats.malformed == 40
+    assert stats.malformed == 20  # too short, too long
+    assert stats.rejected == {"not_sa_atp": 10, "other_job": 10}
     assert stats.results == stats.chunks and stats.fallback is None
 
 
