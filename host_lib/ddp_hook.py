@@ -15,6 +15,7 @@ pinned host memory. A failed switch path falls back to gloo inside the communica
 :mod:`host_lib.fallback`), so the future always carries the right values or an exception.
 """
 
+import concurrent.futures
 import threading
 from dataclasses import dataclass, field
 
@@ -74,20 +75,29 @@ def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
     pending = state.communicator.allreduce_async(host.numpy(), weights=state.weights,
                                                tag=("bucket", bucket.index(), tensor.numel()),
                                                plan=state.plan)
+
+    def write_back(result, stats) -> torch.Tensor:
+        state.record(stats)
+        if tensor.is_cuda:
+            with torch.cuda.device(tensor.device):
+                tensor.copy_(torch.from_numpy(result).view_as(tensor))
+        else:
+            tensor.copy_(torch.from_numpy(result).view_as(tensor))
+        return tensor
+
+    return completing(pending, write_back)
+
+
+def completing(pending: concurrent.futures.Future, finish) -> torch.futures.Future:
+    """A torch future of ``finish(result, stats)``, called on the communicator's I/O thread when
+    its call ``pending`` is done; an exception from either reaches the torch future."""
     future: torch.futures.Future = torch.futures.Future()
 
-    def finish(done) -> None:
+    def done(call: concurrent.futures.Future) -> None:
         try:
-            result, stats = done.result()
-            state.record(stats)
-            if tensor.is_cuda:
-                with torch.cuda.device(tensor.device):
-                    tensor.copy_(torch.from_numpy(result).view_as(tensor))
-            else:
-                tensor.copy_(torch.from_numpy(result).view_as(tensor))
-            future.set_result(tensor)
-        except BaseException as exc:  # noqa: BLE001 - delivered to DDP through the future
+            future.set_result(finish(*call.result()))
+        except BaseException as exc:  # noqa: BLE001 - delivered through the future
             future.set_exception(exc)
 
-    pending.add_done_callback(finish)
+    pending.add_done_callback(done)
     return future
