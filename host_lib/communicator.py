@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from host_lib.metrics import CallMetrics
 from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
@@ -56,6 +57,7 @@ class CommunicatorConfig:
     silence_timeout: float = 5.0
     initial_rto: float = 0.05
     quantizer_threads: int = 1
+    metrics_listen: str | None = None  # "HOST:PORT": serve per-call statistics to Prometheus
 
     @classmethod
     def from_spec(cls, spec, worker_id: int, **overrides) -> CommunicatorConfig:
@@ -92,6 +94,8 @@ class SwitchCommunicator:
         self.next_chunk = 0
         self.history: dict[object, np.ndarray] = {}  # tag -> last result exponents per block
         self.last_stats: CallStats | None = None
+        self.metrics = (CallMetrics(config.job, config.worker).serve(config.metrics_listen)
+                        if config.metrics_listen else None)
         self._linger = 0.0
         self._calls: queue.Queue = queue.Queue()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -144,6 +148,8 @@ class SwitchCommunicator:
         self._submit(None)
         self._thread.join(timeout=linger + 10)
         self.link.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -205,6 +211,8 @@ class SwitchCommunicator:
             raise failure
         stats.elapsed_s = time.perf_counter() - started
         self.last_stats = stats
+        if self.metrics is not None:
+            self.metrics.observe(stats)
         return result, stats
 
     def _fallback_divisor(self, call: _Call) -> float:
