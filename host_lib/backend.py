@@ -6,12 +6,11 @@
     dist.all_reduce(counts)                     # any other dtype or op: gloo
     dist.all_gather(...), dist.broadcast(...)   # every other collective: gloo
 
-or ``dist.new_group(backend="sa_atp", pg_options=...)`` beside a gloo world; without
-``pg_options`` the options come from ``SA_ATP_JOB_SPEC`` and ``SA_ATP_UDP_PORTS`` or
-``SA_ATP_INTERFACE``. Group rank r is worker r of the job.
+or ``dist.new_group(backend="sa_atp", pg_options=...)`` beside a gloo world. Group rank r is
+worker r of the job.
 
 It is plain Python: the backend's creator returns a ``dist.ProcessGroup`` subclass, which
-torch.distributed (2.1 and later) takes as the process group itself and whose Python
+torch.distributed (as of the tested 2.13) takes as the process group itself and whose Python
 ``allreduce`` it calls, from ``dist.all_reduce`` and from DDP's reducer alike. A gloo backend
 registered on the group for CPU serves every collective the class does not override; a second
 gloo group, of the group's own store, is the communicator's fallback (its per-call agreement
@@ -20,7 +19,6 @@ must never interleave with the user's gloo collectives).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,14 +43,6 @@ class SwitchOptions:
     udp_ports: str | Path | dict | None = None
     interface: str | None = None
     config: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_env(cls) -> SwitchOptions:
-        if "SA_ATP_JOB_SPEC" not in os.environ:
-            raise ValueError("the sa_atp backend needs pg_options=SwitchOptions(...) or "
-                             "SA_ATP_JOB_SPEC with SA_ATP_UDP_PORTS or SA_ATP_INTERFACE")
-        return cls(os.environ["SA_ATP_JOB_SPEC"], os.environ.get("SA_ATP_UDP_PORTS"),
-                   os.environ.get("SA_ATP_INTERFACE"))
 
 
 class SwitchWork(dist.Work):
@@ -119,9 +109,11 @@ def _switchable(t: torch.Tensor) -> bool:
 
 
 def _create(backend_options, pg_options: SwitchOptions | None) -> SwitchProcessGroup:
+    if not isinstance(pg_options, SwitchOptions):
+        raise ValueError("the sa_atp backend needs pg_options=SwitchOptions(job spec, "
+                         "udp_ports=... or interface=...)")
     return SwitchProcessGroup(backend_options.store, backend_options.group_rank,
-                              backend_options.group_size, backend_options.timeout,
-                              pg_options or SwitchOptions.from_env())
+                              backend_options.group_size, backend_options.timeout, pg_options)
 
 
 dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu"])
