@@ -54,13 +54,11 @@ def export(controller: Controller, listen: str) -> None:
     """Serve the switch's counters on ``listen`` until SIGINT or SIGTERM."""
     registry = CollectorRegistry()
     registry.register(SwitchCollector(controller))
+    stop = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # the server's threads inherit the mask
     server = serve(listen, registry)
     host, port = server.server_address[:2]
     print(f"serving the switch's counters on http://{host}:{port}/metrics", flush=True)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    while not done.wait(0.5):
-        pass
+    signal.sigwait(stop)
     server.shutdown()
     server.server_close()

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from host_lib.rounds import CallStats
 from protocol import constants as P
 
-SUMMED = tuple(f.name for f in fields(CallStats) if f.type == "int")
+SUMMED = tuple(f.name for f in fields(CallStats) if f.type in ("int", int))
 
 
 def serve(listen: str, registry: CollectorRegistry):
