@@ -130,7 +130,10 @@ class SwitchAggregation:
         self.window = max(1, switch.slots // size)  # blocks in flight per worker
         self.holds = min(size, switch.slots)  # aggregators a block holds
         self.pool = pool
-        self.links = Links.uniform(n_workers, net.pps)
+        # A block larger than the window streams at most ``slots`` packets per round trip.
+        rtt = 2 * net.latency_s + 2 / net.pps
+        pps = net.pps if size <= switch.slots else min(net.pps, switch.slots / rtt)
+        self.links = Links.uniform(n_workers, pps)
         self.helper_links = Links.uniform(n_workers, net.pps)  # takeover traffic
         self.ps = Links.uniform(1, net.pps)  # the job's parameter server
         rs = switch.rack_size

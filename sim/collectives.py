@@ -44,12 +44,15 @@ class RingAllreduce:
                 self.done = entered
                 continue
             seg = nbytes / n / self.net.bulk_Bps
+            hop = lat + self.net.step_s
             t = np.maximum(entered, np.roll(entered, -1))  # the receiver has joined too
+            end, up = np.empty(n), self.up_free
             for _ in range(2 * (n - 1)):
-                end = np.maximum(t, self.up_free) + seg
-                self.up_free = end
-                t = np.roll(end + lat + self.net.step_s, 1)  # what w's left neighbour sent
-            self.done = t
+                np.maximum(t, up, out=end)
+                end += seg
+                up = end.copy()
+                t[1:], t[0] = end[:-1] + hop, end[-1] + hop  # what w's left neighbour sent
+            self.up_free, self.done = up, t
         return Outcome(self.done.copy())
 
 

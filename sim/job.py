@@ -21,6 +21,7 @@ exchange, the comm hook, the optimizer step) are :class:`HostCosts`.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,12 +188,12 @@ class Job:
         """k-of-n: a worker skips the iteration when ``fanin`` others published their step
         time of it before it started (they are published when their compute ends)."""
         skip = np.zeros(self.n, bool)
-        done = []
+        done: list[float] = []  # compute ends of the workers that started earlier, sorted
         for w in np.argsort(starts, kind="stable"):
-            if sum(c <= starts[w] for c in done) >= (plan.fanin or self.n):
+            if bisect.bisect_right(done, starts[w]) >= (plan.fanin or self.n):
                 skip[w] = True
             elif sends[w]:
-                done.append(computed[w])
+                bisect.insort(done, computed[w])
         return skip
 
     def _finish(self, it, plan, dur, samples, published, outcome, grads, staleness) -> None:

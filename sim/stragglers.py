@@ -96,10 +96,10 @@ class Stragglers:
 
 
 def static(n_workers: int, factor: float, fraction: float) -> dict[int, float]:
-    """The last ``round(fraction * n)`` workers (at least one when fraction > 0) run ``factor``
-    times slower."""
+    """``round(fraction * n)`` workers (at least one when fraction > 0), spread evenly over the
+    cluster and ending with the last one, run ``factor`` times slower."""
     k = max(1, round(fraction * n_workers)) if fraction > 0 and factor != 1 else 0
-    return {w: factor for w in range(n_workers - k, n_workers)}
+    return {round((i + 1) * n_workers / k) - 1: factor for i in range(k)}
 
 
 def interleaved_classes(factors: list[float], n_workers: int, group: int) -> dict[int, float]:
