@@ -1,7 +1,8 @@
 """Cluster-scale simulation of SA-ATP and every policy (docs/simulation.md).
 
     python -m sim                    # everything, into docs/results/sim (make sim)
-    python -m sim --quick            # a smaller run of everything, for CI (under 2 minutes)
+    python -m sim --quick            # a smaller run of everything, for CI (under 2 minutes),
+                                     # into runs/sim-quick
     python -m sim --studies workers,jobs --out runs/sim
 
 Writes, into ``--out``: efficiency.json (the statistical-efficiency measurement and fit),
@@ -29,12 +30,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="fewer points, iterations and seeds; the harness's quick scenarios")
     p.add_argument("--studies", help="comma-separated study names (default: all)")
-    p.add_argument("--out", type=Path, default=calibration.OUT)
+    p.add_argument("--out", type=Path,
+                   help=f"default {calibration.OUT.relative_to(calibration.testbed.ROOT)}, "
+                        "quick runs/sim-quick")
     p.add_argument("--iterations", type=int, help="per case (default 60, quick 16)")
     p.add_argument("--warmup", type=int, help="iterations left out of the means (20, quick 8)")
     args = p.parse_args(argv)
     args.iterations = args.iterations or (16 if args.quick else 60)
     args.warmup = args.warmup if args.warmup is not None else (8 if args.quick else 20)
+    args.out = args.out or (calibration.testbed.ROOT / "runs" / "sim-quick" if args.quick
+                            else calibration.OUT)
     return args
 
 

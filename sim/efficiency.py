@@ -55,11 +55,6 @@ class Efficiency:
         """Mean efficiency of a run's updates (per update: fraction summed, mean staleness)."""
         return float(np.mean(1.0 / self.iterations(fraction, staleness)))
 
-    @classmethod
-    def load(cls, path: Path) -> Efficiency:
-        fit = json.loads(Path(path).read_text())["fit"]
-        return cls(fit["rho"], fit["sigma"])
-
 
 def iterations_to_target(fraction: float, stale: float, staleness: int, seed: int,
                          target: float = TARGET) -> int:

@@ -76,7 +76,6 @@ class JobResult:
     summed: list[float] = field(default_factory=list)  # per iteration, samples / global batch
     staleness: list[float] = field(default_factory=list)  # per iteration, mean (as weighted)
     accuracy: list[tuple[float, float]] = field(default_factory=list)  # (time, test accuracy)
-    compute_s: list[np.ndarray] = field(default_factory=list)
     taken: int = 0
     fallback: int = 0
     retransmissions: int = 0
@@ -213,7 +212,6 @@ class Job:
         self.policy.observe(it, update)
         r = self.result
         r.ends.append(float(end.min()))
-        r.compute_s.append(dur)
         r.summed.append(float((samples * outcome.summed).sum() / self.spec.batch))
         r.staleness.append(float((staleness * weights).sum() / max(weights.sum(), 1e-12)))
         if self.training and (it % self.spec.eval_every == self.spec.eval_every - 1

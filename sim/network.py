@@ -61,10 +61,6 @@ class SwitchConfig:
     spine_bandwidth_bps: float | None = None  # leaf-spine links (None: as the workers')
     spine_latency_s: float | None = None
 
-    def memory_bytes(self) -> int:
-        """Switch memory the job's aggregators take: both shadow sets of K int32 lanes."""
-        return self.slots * 2 * P.LANES * 4
-
 
 @dataclass
 class Links:
@@ -116,11 +112,11 @@ class Links:
 
 
 def drain(free: float, first, last, work) -> float:
-    """When a server that handles one stream at a time, in order of first arrival, has taken
-    in every stream: stream k arrives between ``first[k]`` and ``last[k]`` and takes ``work[k]``
-    seconds of the server (an aggregation pipeline, or the downlink of a parameter server under
-    incast); ``free``: when the server is free to start."""
+    """When a server has taken in every stream: stream k arrives between ``first[k]`` and
+    ``last[k]`` and takes ``work[k]`` seconds of the server (an aggregation pipeline, or the
+    downlink of a parameter server under incast), which works whenever anything is waiting and
+    is free from ``free`` on; it cannot finish a stream before its last part arrived."""
     t = free
     for k in np.argsort(first, kind="stable"):
-        t = max(max(t, first[k]) + work[k], last[k])
-    return float(t)
+        t = max(t, first[k]) + work[k]
+    return float(max(t, np.max(last)))

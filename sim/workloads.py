@@ -15,7 +15,6 @@ layer is done.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +53,6 @@ class Workload:
     buckets: tuple[Bucket, ...]
     batch_per_worker: int
     params: int
-    note: str = ""
 
     @property
     def grad_bytes(self) -> int:
@@ -138,23 +136,18 @@ def gpt2_medium_tensors(seq: int = 1024, d: int = 1024, layers: int = 24,
     return out + _bn(d) + [Tensor(0, 2.0 * d * vocab * seq)]
 
 
-def _measured(model: str) -> tuple[StepTimeProfile, int]:
-    measured = json.loads(PROFILES.read_text())["models"][model]
-    return StepTimeProfile.load(PROFILES, model), measured["params"]
-
-
 def resnet50() -> Workload:
-    profile, _ = _measured("resnet50")
+    profile = StepTimeProfile.load(PROFILES, "resnet50")
     tensors = resnet50_tensors()
     return Workload("resnet50", profile, ddp_buckets(tensors), 64,
-                    sum(t.params for t in tensors), "H100 step times measured")
+                    sum(t.params for t in tensors))
 
 
 def vgg16() -> Workload:
-    profile, _ = _measured("vgg16")
+    profile = StepTimeProfile.load(PROFILES, "vgg16")
     tensors = vgg16_tensors()
     return Workload("vgg16", profile, ddp_buckets(tensors), 64,
-                    sum(t.params for t in tensors), "H100 step times measured")
+                    sum(t.params for t in tensors))
 
 
 def gpt2_medium() -> Workload:
@@ -164,9 +157,7 @@ def gpt2_medium() -> Workload:
     per_sample = 3 * sum(t.flops for t in tensors) / (TRANSFORMER_MFU * H100_BF16_FLOPS)
     profile = StepTimeProfile(per_sample, TRANSFORMER_STEP_OVERHEAD_S, "gpt2-medium")
     return Workload("gpt2-medium", profile, ddp_buckets(tensors), 8,
-                    sum(t.params for t in tensors),
-                    f"355 M parameters, 1024-token sequences; step time estimated at "
-                    f"{TRANSFORMER_MFU:.0%} of bf16 peak")
+                    sum(t.params for t in tensors))
 
 
 MODELS = {"resnet50": resnet50, "vgg16": vgg16, "gpt2-medium": gpt2_medium}
