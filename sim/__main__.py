@@ -82,7 +82,8 @@ def main(argv=None) -> None:
         f"{args.iterations} iterations per case, the first {args.warmup} left out; "
         f"statistical efficiency rho = {eff.rho}, sigma = {eff.sigma}; calibration "
         f"{within} of {len(rows)} within {calibration.TOLERANCE:.0%} "
-        "([calibration.md](calibration.md)). See docs/simulation.md.\n\n"
+        "([calibration.md](calibration.md)); what it all means: "
+        "[docs/simulation.md](../../simulation.md).\n\n"
         + "\n".join(sections))
     print(f"wrote {args.out} ({(time.time() - started) / 60:.1f} min)")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from examples.results import pivot_table
 from sim.studies import Study
 
 
@@ -37,29 +38,19 @@ def label(x) -> str:
 
 
 def study_table(study: Study, rows: list[dict], baseline: str) -> str:
-    """Markdown: one row per method, one column per x; each cell the mean iteration time in ms,
-    then its change against ``baseline`` and the time-to-accuracy speedup over it."""
-    mine = [r for r in rows if r["study"] == study.name]
-    xs = list(dict.fromkeys(r["x"] for r in mine))
-    methods = list(dict.fromkeys(r["method"] for r in mine))
-    cell = {(r["x"], r["method"]): r for r in mine}
-    lines = [f"| {study.xlabel} | " + " | ".join(label(x) for x in xs) + " |",
-             "|---|" + "---:|" * len(xs)]
-    for m in methods:
-        cells = []
-        for x in xs:
-            r = cell.get((x, m))
-            if r is None:
-                cells.append("—")
-                continue
-            text = f"{r['iter_ms']:.1f}"
-            if "others_ms" in r:
-                text += f" / {r['others_ms']:.1f}"
-            if m != baseline and "tta_speedup" in r:
-                text += f" ({r['iter_vs_base']:+.0%}, {r['tta_speedup']:.2f}x)"
-            cells.append(text)
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """Markdown: one row per method, one column per x; each cell the mean iteration time in ms
+    (and the other jobs'), then its change against ``baseline`` and the time-to-accuracy
+    speedup over it."""
+    def cell(r: dict) -> str:
+        text = f"{r['iter_ms']:.1f}"
+        if "others_ms" in r:
+            text += f" / {r['others_ms']:.1f}"
+        if r["method"] != baseline and "tta_speedup" in r:
+            text += f" ({r['iter_vs_base']:+.0%}, {r['tta_speedup']:.2f}x)"
+        return text
+
+    return pivot_table([r for r in rows if r["study"] == study.name], "x", study.xlabel, cell,
+                       label)
 
 
 def plot_study(study: Study, rows: list[dict], path: Path, baseline: str) -> Path:

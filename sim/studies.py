@@ -12,7 +12,7 @@ shared pool, first come first served, overflow to the job's parameter server) an
 the shared pool; one worker of the first job is slowed by contention that comes and goes.
 
 Each case runs ``iterations`` iterations; the first ``warmup`` (policies detecting and
-converging) are left out of the means. Time to accuracy is relative: a method's mean
+converging) are left out of the means, and random scenarios are averaged over SEEDS runs. Time to accuracy is relative: a method's mean
 iteration time over its statistical efficiency (sim/efficiency.py), against plain in-network
 aggregation's.
 """
@@ -53,6 +53,7 @@ SHARING = {  # multi-job methods: (policy, shared pool)
 }
 POOL_SLOTS = 1024  # aggregators of the switch shared by several jobs
 JOB_WORKERS = 8
+SEEDS = 3  # runs averaged for the scenarios drawn at random
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ def studies(quick: bool = False) -> list[Study]:
     return [
         _sweep("workers", "Workers (one in 32 three times slower)", "workers", "workers",
                pick((8, 32, 128, 1024), (8, 128))),
+        _sweep("scaling", "Workers, no straggler (VGG-16)", "workers", "workers",
+               pick((8, 32, 128, 1024), (8, 128)), methods=("ring", "ps", "switch", "sa-atp"),
+               model="vgg16", scenario="none"),
         _sweep("factor", "Straggler slowdown (one worker of 32)", "slowdown", "factor",
                pick((1.0, 1.5, 2.0, 3.0, 4.0), (1.0, 3.0))),
         _sweep("fraction", "Share of straggling workers (3x, 32 workers)", "share straggling",
@@ -123,35 +127,42 @@ def studies(quick: bool = False) -> list[Study]:
     ]
 
 
-def run_case(case: Case, iterations: int, warmup: int, seed: int = 0) -> dict:
+def run_case(case: Case, iterations: int, warmup: int) -> dict:
     """One row: mean (and p99) iteration time after the warm-up, samples summed, staleness;
-    for several jobs, the straggling job's and the others' means."""
+    for several jobs, the straggling job's and the others' means. Scenarios drawn at random
+    (transient, contention) are averaged over SEEDS runs."""
+    seeds = range(SEEDS) if case.scenario in ("transient", "contention") else [0]
+    runs = [_simulate(case, iterations, seed) for seed in seeds]
+    steady = [np.concatenate([r[j].iter_s[warmup:] for r in runs]) for j in range(case.jobs)]
+    first = [r[0] for r in runs]
+    row = {"study": case.study, "x": case.x, "method": case.method,
+           "iter_ms": round(float(np.mean(steady[0])) * 1e3, 3),
+           "p99_ms": round(float(np.percentile(steady[0], 99)) * 1e3, 3),
+           "summed": round(float(np.mean([r.summed[warmup:] for r in first])), 4),
+           "staleness": round(float(np.mean([r.staleness[warmup:] for r in first])), 4),
+           "taken": sum(r.taken for r in first),
+           "fallback": sum(job.fallback for r in runs for job in r)}
+    if case.jobs > 1:
+        row["others_ms"] = round(float(np.mean(np.concatenate(steady[1:]))) * 1e3, 3)
+    return row
+
+
+def _simulate(case: Case, iterations: int, seed: int):
     net = replace(NETWORK, bandwidth_bps=case.bandwidth_bps)
     model = MODELS[case.model]()
     if case.jobs == 1:
         comm, policy = METHODS[case.method]
-        switch = SwitchConfig(slots=case.slots)
-        specs = [JobSpec(model, case.workers, policy, comm, case.stragglers(case.workers, seed),
-                         iterations, COSTS, seed=seed)]
-    else:
-        policy, shared = SHARING[case.method]
-        switch = SwitchConfig(slots=case.slots if shared else POOL_SLOTS // case.jobs,
-                              shared_pool=POOL_SLOTS if shared else None)
-        quiet = replace(case, scenario="none")
-        specs = [JobSpec(model, case.workers, policy, "switch",
-                         (case if j == 0 else quiet).stragglers(case.workers, seed + j),
-                         iterations, COSTS, seed=seed + j) for j in range(case.jobs)]
-    results = simulate(specs, net, switch)
-    steady = [r.iter_s[warmup:] for r in results]
-    row = {"study": case.study, "x": case.x, "method": case.method,
-           "iter_ms": round(float(np.mean(steady[0])) * 1e3, 3),
-           "p99_ms": round(float(np.percentile(steady[0], 99)) * 1e3, 3),
-           "summed": round(float(np.mean(results[0].summed[warmup:])), 4),
-           "staleness": round(float(np.mean(results[0].staleness[warmup:])), 4),
-           "taken": results[0].taken, "fallback": sum(r.fallback for r in results)}
-    if case.jobs > 1:
-        row["others_ms"] = round(float(np.mean(np.concatenate(steady[1:]))) * 1e3, 3)
-    return row
+        return simulate([JobSpec(model, case.workers, policy, comm,
+                                 case.stragglers(case.workers, seed), iterations, COSTS,
+                                 seed=seed)], net, SwitchConfig(slots=case.slots))
+    policy, shared = SHARING[case.method]
+    switch = SwitchConfig(slots=case.slots if shared else POOL_SLOTS // case.jobs,
+                          shared_pool=POOL_SLOTS if shared else None)
+    quiet = replace(case, scenario="none")
+    return simulate([JobSpec(model, case.workers, policy, "switch",
+                             (case if j == 0 else quiet).stragglers(case.workers, seed + j),
+                             iterations, COSTS, seed=seed + j) for j in range(case.jobs)],
+                    net, switch)
 
 
 def add_speedups(rows: list[dict], eff: Efficiency, baseline: str) -> None:
