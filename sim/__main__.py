@@ -20,7 +20,7 @@ from tqdm import tqdm
 from examples.harness import QUICK_SCENARIOS, SCENARIOS
 from examples.launch import METHODS as TESTBED_METHODS
 from sim import calibration, efficiency, report
-from sim.studies import add_speedups, run_case, studies
+from sim.studies import SEEDS, add_speedups, run_case, studies
 
 BASELINE = {"jobs": "atp"}  # per study; the others compare with plain in-network aggregation
 
@@ -28,7 +28,7 @@ BASELINE = {"jobs": "atp"}  # per study; the others compare with plain in-networ
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help="fewer points, iterations and seeds; the harness's quick scenarios")
+                   help="fewer points, iterations and seeds (one); the harness's quick scenarios")
     p.add_argument("--studies", help="comma-separated study names (default: all)")
     p.add_argument("--out", type=Path,
                    help=f"default {calibration.OUT.relative_to(calibration.testbed.ROOT)}, "
@@ -48,7 +48,7 @@ def main(argv=None) -> None:
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    points = efficiency.measure(range(2 if args.quick else 6))
+    points = efficiency.measure(range(1 if args.quick else 6))
     eff = efficiency.fit(points)
     efficiency.write(points, eff, args.out)
     print(f"statistical efficiency: {eff}")
@@ -63,7 +63,7 @@ def main(argv=None) -> None:
     chosen = [s for s in studies(args.quick)
               if not args.studies or s.name in args.studies.split(",")]
     cases = [c for s in chosen for c in s.cases]
-    results = [run_case(c, args.iterations, args.warmup)
+    results = [run_case(c, args.iterations, args.warmup, 1 if args.quick else SEEDS)
                for c in tqdm(cases, desc="studies", unit="case")]
     for s in chosen:
         add_speedups([r for r in results if r["study"] == s.name], eff,

@@ -127,11 +127,11 @@ def studies(quick: bool = False) -> list[Study]:
     ]
 
 
-def run_case(case: Case, iterations: int, warmup: int) -> dict:
+def run_case(case: Case, iterations: int, warmup: int, seeds: int = SEEDS) -> dict:
     """One row: mean (and p99) iteration time after the warm-up, samples summed, staleness;
     for several jobs, the straggling job's and the others' means. Scenarios drawn at random
-    (transient, contention) are averaged over SEEDS runs."""
-    seeds = range(SEEDS) if case.scenario in ("transient", "contention") else [0]
+    (transient, contention) are averaged over ``seeds`` runs."""
+    seeds = range(seeds) if case.scenario in ("transient", "contention") else [0]
     runs = [_simulate(case, iterations, seed) for seed in seeds]
     steady = [np.concatenate([r[j].iter_s[warmup:] for r in runs]) for j in range(case.jobs)]
     first = [r[0] for r in runs]
