@@ -103,8 +103,8 @@ def test_several_jobs_at_once_without_cross_talk(tmp_path, jobs):
 
 
 class JunkFirstLink:
-    """A link that hands the transport some datagrams of its own before the real ones, truncated
-    to the caller's buffer as a socket would."""
+    """A link that hands the transport some datagrams of its own before the real ones, cut to
+    the caller's rows as a socket would."""
 
     def __init__(self, link, junk: list[bytes]):
         self.link = link
@@ -116,13 +116,18 @@ class JunkFirstLink:
     def send(self, frame) -> None:
         self.link.send(frame)
 
-    def recv_into(self, buf) -> int:
+    def send_batch(self, frames) -> None:
+        self.link.send_batch(frames)
+
+    def recv_batch(self, rows):
         if not self.junk:
-            return self.link.recv_into(buf)
-        datagram = self.junk.pop(0)
-        n = min(len(datagram), len(buf))
-        buf[:n] = datagram[:n]
-        return n
+            return self.link.recv_batch(rows)
+        lengths = np.array([len(d) for d in self.junk[:len(rows)]])
+        for row, datagram in zip(rows, self.junk, strict=False):
+            n = min(len(datagram), len(row))
+            row[:n] = np.frombuffer(datagram[:n], np.uint8)
+        del self.junk[:len(lengths)]
+        return lengths
 
     def close(self) -> None:
         self.link.close()
