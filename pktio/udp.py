@@ -14,7 +14,9 @@ Modes, best first (:func:`best_mode` picks the first the kernel supports; each c
 
 A batch to send is a 2-D uint8 array, one datagram per row (rows may be strided views, e.g. the
 payloads of whole frames). Received datagrams land one per row of the caller's array, with their
-full lengths (a longer datagram is cut to the row) and their source socket addresses.
+full lengths (a longer datagram is cut to the row) and their source socket addresses. A receive
+that fills every row may leave the rest of a GRO train behind, where polling the socket does not
+see it: call again until one returns fewer than asked for, before waiting on the socket.
 """
 
 from __future__ import annotations

@@ -65,9 +65,11 @@ class Port:
         self.pending: list[bytes] = []  # frames to send after the batch being processed
 
     def recv_batch(self) -> list[bytes]:
-        """The frames waiting on the port (at least one when its socket is readable, unless
-        it was our own transmission)."""
-        frame = self.recv()
+        """Frames waiting on the port; none when nothing is (or only our own transmissions)."""
+        try:
+            frame = self.recv()
+        except BlockingIOError:
+            return []
         return [] if frame is None else [frame]
 
     def recv(self) -> bytes | None:
@@ -162,6 +164,7 @@ class InterfacePort(Port):
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         self.sock.bind((ifname, 0))
+        self.sock.setblocking(False)
 
     def recv(self) -> bytes | None:
         frame, ancillary, _flags, addr = self.sock.recvmsg(MAX_FRAME,
@@ -270,15 +273,18 @@ class PortManager:
         self._thread.start()
 
     def _loop(self) -> None:
+        """One batch per ready port per turn. A port whose batch was not empty is asked again
+        next turn without waiting: more may be queued, some of it (the rest of a GRO train)
+        where select does not see it."""
         self._loop_ident = threading.get_ident()
         by_fd = {p.sock.fileno(): p for p in self.ports.values()}
         fds = list(by_fd) + [self._wake_r.fileno()]
+        backlog: dict[int, Port] = {}
         while not self._stop.is_set():
-            ready, _, _ = select.select(fds, [], [])
-            for fd in ready:
-                port = by_fd.get(fd)
-                if port is None:
-                    continue
+            ready, _, _ = select.select(fds, [], [], 0 if backlog else None)
+            turn = backlog | {fd: by_fd[fd] for fd in ready if fd in by_fd}
+            backlog = {}
+            for fd, port in turn.items():
                 try:
                     frames = port.recv_batch()
                 except OSError as exc:
@@ -289,6 +295,8 @@ class PortManager:
                 for out in self.ports.values():
                     if out.pending:
                         out.flush()
+                if frames:
+                    backlog[fd] = port
 
     def _receive(self, port: Port, frame: bytes) -> None:
         port.stats.rx += 1
