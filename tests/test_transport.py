@@ -78,6 +78,20 @@ def test_exact_sums_under_loss(tmp_path, n, loss, elements, calls):
         assert "SIM" not in counters["ingress"]["drops"]
 
 
+@pytest.mark.parametrize("mode", ["mmsg", "plain"])
+def test_exact_sums_under_loss_on_each_fallback_link(tmp_path, mode):
+    """The links a kernel without UDP segmentation offload (or without sendmmsg) gets: the same
+    exact sums under loss as the default link (the cases above)."""
+    n, elements, calls = 3, 100_000, 2
+    with LocalCluster([local_job(1, n, slots=32)], tmp_path) as cluster:
+        cluster.controller.set_loss(0.02, direction="ingress")
+        cluster.controller.set_loss(0.02, direction="egress")
+        results = cluster.run_workers(sum_calls, {1: [(11, elements, calls, None)] * n},
+                                      link_mode=mode, silence_timeout=20.0)
+    check(results, 1, n, expected(11, n, elements, calls))
+    assert sum(s.retransmissions for w in range(n) for s in results[(1, w)][1]) > 0
+
+
 def test_exact_sums_with_duplication_and_reordering(tmp_path):
     n, elements, calls = 4, 100_000, 2
     with LocalCluster([local_job(1, n, slots=32)], tmp_path) as cluster:
