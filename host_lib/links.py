@@ -32,13 +32,16 @@ import struct
 
 import numpy as np
 
+from pktio.ring import open_ring
 from pktio.udp import UdpBatch
 from protocol import constants as P
+from protocol.codec import field_offset
 
 _RECV_BUFFER = 8 << 20
 _ETH_P_ALL = 0x0003
 _PACKET_OUTGOING = 4
 _SA_ATP_PORT_BYTES = struct.pack("!H", P.UDP_PORT)
+_UDP_SPORT, _UDP_DPORT = field_offset("udp_sport"), field_offset("udp_dport")
 
 
 class FrameLink:
@@ -108,14 +111,16 @@ class UdpTunnelLink:
 class RawEthernetLink(FrameLink):
     """Frames on a Linux interface. Only frames to this host's SA-ATP UDP port are returned;
     a plain UDP socket bound to that port keeps the kernel from answering results with ICMP
-    port-unreachable."""
+    port-unreachable. Frames go in and out through PACKET_MMAP rings (:mod:`pktio.ring`),
+    else (``ring=False``, or a kernel without them) one call per frame."""
 
-    def __init__(self, interface: str, ip: str, udp_port: int = P.UDP_PORT):
+    def __init__(self, interface: str, ip: str, udp_port: int = P.UDP_PORT, ring: bool = True):
         self.interface = interface
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
         self.sock.bind((interface, 0))
         self.sock.setblocking(False)
+        self.ring = open_ring(self.sock) if ring else None
         self._port = struct.pack("!H", udp_port)
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sink.bind((ip, udp_port))
@@ -123,11 +128,40 @@ class RawEthernetLink(FrameLink):
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def _ours(self, frame) -> bool:
+        return (len(frame) >= _UDP_SPORT + 4 and frame[_UDP_DPORT:_UDP_DPORT + 2] == self._port
+                and frame[_UDP_SPORT:_UDP_SPORT + 2] == _SA_ATP_PORT_BYTES)
+
     def send(self, frame) -> None:
+        if self.ring is not None:
+            self.ring.send([frame])
+            return
         try:
             self.sock.send(frame)
         except BlockingIOError:
             pass
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        if self.ring is None:
+            super().send_batch(frames)
+            return
+        self.ring.send(list(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN)))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        if self.ring is None:
+            return super().recv_batch(rows)
+        lengths: list[int] = []
+        while len(lengths) < len(rows):
+            want = len(rows) - len(lengths)
+            batch = self.ring.recv(want)
+            for frame, *_aux in batch:
+                if self._ours(frame):
+                    n = min(len(frame), rows.shape[1])
+                    rows[len(lengths), :n] = np.frombuffer(frame, np.uint8, n)
+                    lengths.append(len(frame))
+            if len(batch) < want:
+                break
+        return np.array(lengths, np.int64)
 
     def recv_into(self, buf) -> int:
         while True:
@@ -137,10 +171,12 @@ class RawEthernetLink(FrameLink):
                 return 0
             if addr[2] == _PACKET_OUTGOING:
                 continue  # our own transmissions, looped back by AF_PACKET
-            if n >= 38 and buf[36:38] == self._port and buf[34:36] == _SA_ATP_PORT_BYTES:
+            if self._ours(buf[:n]):
                 return n
 
     def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
         self.sock.close()
         self._sink.close()
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pktio.ring import open_ring
 from pktio.udp import UdpBatch, address
 
 from .dataplane import Dataplane
@@ -156,8 +157,9 @@ class InterfacePort(Port):
 
     The kernel strips a received frame's outer 802.1Q/802.1ad tag into packet metadata (VLAN
     acceleration); bmv2 reads through libpcap, which puts it back. So does this port, from the
-    PACKET_AUXDATA control message, so that a tagged frame reaches the pipeline, and leaves,
-    with its tag, as on bmv2."""
+    PACKET_AUXDATA control message (or the ring's frame header), so that a tagged frame reaches
+    the pipeline, and leaves, with its tag, as on bmv2. Frames go in and out through
+    PACKET_MMAP rings (:mod:`pktio.ring`) where the kernel has them, else one call per frame."""
 
     def __init__(self, number: int, ifname: str):
         super().__init__(number, ifname)
@@ -165,6 +167,13 @@ class InterfacePort(Port):
         self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         self.sock.bind((ifname, 0))
         self.sock.setblocking(False)
+        self.ring = open_ring(self.sock)
+
+    def recv_batch(self) -> list[bytes]:
+        if self.ring is None:
+            return super().recv_batch()
+        return [with_vlan_tag(frame, status, 0, 0, 0, 0, tci, tpid)
+                for frame, status, tci, tpid in self.ring.recv(UDP_BATCH)]
 
     def recv(self) -> bytes | None:
         frame, ancillary, _flags, addr = self.sock.recvmsg(MAX_FRAME,
@@ -177,12 +186,31 @@ class InterfacePort(Port):
         return frame
 
     def send(self, frame: bytes) -> None:
+        if self.ring is not None:
+            self._count(self.ring.send([frame]), 1)
+            return
         try:
             self.sock.send(frame)
             self.stats.tx += 1
         except OSError as exc:
             self.stats.tx_dropped += 1
             log.warning("port %d (%s): send failed: %s", self.number, self.name, exc)
+
+    def flush(self) -> None:
+        if self.ring is None:
+            super().flush()
+            return
+        frames, self.pending = self.pending, []
+        self._count(self.ring.send(frames), len(frames))
+
+    def _count(self, sent: int, frames: int) -> None:
+        self.stats.tx += sent
+        self.stats.tx_dropped += frames - sent
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
+        super().close()
 
 
 def with_vlan_tag(frame: bytes, status: int, _len: int, _snaplen: int, _mac: int, _net: int,
