@@ -21,17 +21,13 @@ from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
 from softswitch.ports import PortManager
 from tests.quant_reference import AllreduceReference
-from tests.targets import _InNamespace
+from tests.targets import _InNamespace, _ip
 from tests.test_transport import inputs
 from topologies.local import SWITCH_IP, SWITCH_MAC, local_job
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                                 reason="needs root and iproute2")
 N, ELEMENTS, CALLS = 3, 60_000, 2
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
 class VethCluster:
