@@ -104,6 +104,12 @@ class UdpTunnelLink:
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
         return self.io.lengths[:self.io.recv(rows)]
 
+    def recv_into(self, buf) -> int:
+        """One frame into ``buf`` (for callers that take one at a time); its length, 0 if none
+        is waiting."""
+        lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
+        return min(int(lengths[0]), len(buf)) if len(lengths) else 0
+
     def close(self) -> None:
         self.sock.close()
 

@@ -89,3 +89,23 @@ def test_received_datagrams_become_the_frames_their_senders_would_encode(net, mo
     assert got[:-1] == want
     for s in (link, switch, stranger):
         s.close()
+
+
+@pytest.mark.parametrize("mode", AVAILABLE)
+def test_tunnel_links_hand_out_one_frame_at_a_time_too(mode):
+    """UdpTunnelLink.recv_into, for callers that take one frame at a time: a train comes out
+    frame by frame, a longer datagram cut to the buffer."""
+    from host_lib.links import UdpTunnelLink
+
+    switch = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    switch.bind(("127.0.0.1", 0))
+    link = UdpTunnelLink(switch.getsockname(), mode=mode)
+    train = np.random.default_rng(5).integers(0, 256, (5, P.FRAME_LEN), dtype=np.uint8)
+    UdpBatch(switch).send(train, link.sock.getsockname())
+    switch.sendto(bytes(P.FRAME_LEN + 50), link.sock.getsockname())
+    select.select([link], [], [], 2.0)
+    buf = bytearray(P.FRAME_LEN + 1)
+    got = [bytes(buf[:n]) for n in iter(lambda: link.recv_into(buf), 0)]
+    assert got == [row.tobytes() for row in train] + [bytes(P.FRAME_LEN + 1)]
+    link.close()
+    switch.close()
