@@ -38,6 +38,7 @@ from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch
 
 if TYPE_CHECKING:
+    from host_lib.device_staging import StagedBucket
     from host_lib.fallback import FallbackGroup
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,12 @@ class _Call:
     weights: np.ndarray | None  # per worker: divide each block by the weights summed in it
     tag: object
     plan: RoundPlan
+    staged: StagedBucket | None = None  # quantized on its device: values is None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+    @property
+    def size(self) -> int:
+        return self.values.size if self.staged is None else self.staged.size
 
 
 class SwitchCommunicator:
@@ -134,6 +140,19 @@ class SwitchCommunicator:
                                   ("len", values.size) if tag is None else tag,
                                   plan or RoundPlan()))
 
+    def scales_for(self, tag, length: int) -> np.ndarray:
+        """The quantization scales a call of ``length`` values with ``tag`` will use: what a
+        caller that quantizes on its own device (:mod:`host_lib.device_staging`) needs."""
+        return predict_scales(self.history.get(tag), num_blocks(length))
+
+    def allreduce_staged_async(self, staged: StagedBucket, weights=None, tag=None,
+                               plan: RoundPlan | None = None) -> concurrent.futures.Future:
+        """As :meth:`allreduce_async`, for values quantized on their device with
+        ``scales_for(tag, ...)``; the I/O thread waits for their copy when it gets to them."""
+        if weights is not None:
+            weights = np.asarray(weights, np.float64)
+        return self._submit(_Call(None, True, weights, tag, plan or RoundPlan(), staged))
+
     def allreduce_int_async(self, values, plan: RoundPlan | None = None
                             ) -> concurrent.futures.Future:
         values = np.asarray(values)
@@ -188,7 +207,7 @@ class SwitchCommunicator:
                 call.future.set_exception(exc)
 
     def _run_call(self, call: _Call) -> tuple[np.ndarray, CallStats]:
-        stats = CallStats(elements=call.values.size)
+        stats = CallStats(elements=call.size)
         started = time.perf_counter()
         base = self.next_chunk
         failure = None
@@ -205,7 +224,8 @@ class SwitchCommunicator:
                 log.warning("job %d: call at chunk %d completed through gloo: %s",
                             self.config.job, base, reason)
                 self.history.pop(call.tag, None)
-                result = self.fallback.allreduce(call.values, self._fallback_divisor(call),
+                values = call.values if call.staged is None else call.staged.host_values()
+                result = self.fallback.allreduce(values, self._fallback_divisor(call),
                                                  call.plan.contribute)
         elif failure is not None:
             raise failure
@@ -255,10 +275,16 @@ class SwitchCommunicator:
         return rnd.sums.reshape(-1)[:call.values.size].copy()
 
     def _switch_quantized(self, call: _Call, stats: CallStats) -> np.ndarray:
-        x = call.values
-        nb = num_blocks(x.size)
-        scales = predict_scales(self.history.get(call.tag), nb)
-        lanes, exps = self.quantizer.quantize(x, scales)
+        if call.staged is None:
+            x = call.values
+            scales = predict_scales(self.history.get(call.tag), num_blocks(x.size))
+            lanes, exps = self.quantizer.quantize(x, scales)
+
+            def requantize(blocks, block_scales):
+                return self.quantizer.quantize(_blocks(x, blocks), block_scales)
+        else:
+            scales, (lanes, exps) = call.staged.scales, call.staged.wait()
+            requantize = call.staged.requantize
         rnd = self._round(lanes, scales, exps, call.plan, stats)
         sums, result_exps, bitmaps = rnd.sums, rnd.exps.copy(), rnd.bitmaps.copy()
         clipped = np.nonzero((result_exps > scales) & (result_exps != P.EXP_NONFINITE))[0]
@@ -268,15 +294,14 @@ class SwitchCommunicator:
             stats.repairs = len(clipped)
             scales = scales.copy()
             scales[clipped] = result_exps[clipped]
-            repair_lanes, repair_exps = self.quantizer.quantize(
-                _blocks(x, clipped), scales[clipped])
+            repair_lanes, repair_exps = requantize(clipped, scales[clipped])
             repair = self._round(repair_lanes, scales[clipped], repair_exps, call.plan, stats)
             sums = sums.copy()
             sums[clipped] = repair.sums
             result_exps[clipped] = repair.exps
             bitmaps[clipped] = repair.bitmaps
         self.history[call.tag] = result_exps
-        return self.quantizer.dequantize(sums, scales, result_exps, x.size,
+        return self.quantizer.dequantize(sums, scales, result_exps, call.size,
                                          self._divisors(call.weights, bitmaps))
 
     def _divisors(self, weights: np.ndarray | None, bitmaps: np.ndarray) -> np.ndarray | float:
