@@ -64,7 +64,10 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
         if (use_l2) {
             l2.apply(hdr, sm);
         }
-        stats.apply(meta.job_index, rx_op, meta.drop_reason, sm);
+        stats.apply(meta.job_index, rx_op, meta.drop_reason);
+        if (meta.drop_reason != DROP_NONE) {
+            mark_to_drop(sm);
+        }
     }
 }
 
@@ -95,7 +98,10 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
                 }
             }
         }
-        stats.apply(meta.job_index, tx_op, meta.drop_reason, sm);
+        stats.apply(meta.job_index, tx_op, meta.drop_reason);
+        if (meta.drop_reason != DROP_NONE) {
+            mark_to_drop(sm);
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-/* SA-ATP protocol constants. docs/protocol.md is the contract; host_lib/protocol.py mirrors
+/* SA-ATP protocol constants. docs/protocol.md is the contract; protocol/constants.py mirrors
  * these values and tests/test_protocol_constants.py checks that the two agree. */
 #ifndef SA_ATP_CONSTANTS_P4
 #define SA_ATP_CONSTANTS_P4
