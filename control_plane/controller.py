@@ -75,9 +75,11 @@ class Controller:
 
     # -- connection and pipeline -------------------------------------------------------------
 
-    def connect(self, timeout: float = 10.0) -> Controller:
+    def connect(self, timeout: float = 10.0, read_only: bool = False) -> Controller:
+        """Open the P4Runtime session; ``read_only`` leaves the primary role to others."""
         self.close()
-        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout)
+        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout,
+                                     arbitrate=not read_only)
         self.conn.use_p4info(self._p4info)
         return self
 
@@ -230,11 +232,21 @@ class Controller:
         """Packets and drops per op / reason, at ingress (received) and egress (sent), for a job
         plus its evictions; with None, for traffic that matched no job plus the controller's
         own management requests."""
-        conn = self._connection()
         index = 0 if job_id is None else self._job(job_id).job_index
-        result = {"ingress": self.ingress_stats.read(conn, index),
-                  "egress": self.egress_stats.read(conn, index)}
-        if job_id is None:
+        return self._counters_at(index, job_id is not None)
+
+    def all_counters(self) -> dict[int | None, dict]:
+        """:meth:`counters` of every job the switch holds (read from its jobs table, whoever
+        admitted them) and of traffic that matched no job (key None), zeros included."""
+        indices = {None: 0, **{jid: c.job_index for jid, c in sorted(self.read_jobs().items())}}
+        return {jid: self._counters_at(index, jid is not None, zeros=True)
+                for jid, index in indices.items()}
+
+    def _counters_at(self, index: int, of_job: bool, zeros: bool = False) -> dict:
+        conn = self._connection()
+        result = {"ingress": self.ingress_stats.read(conn, index, zeros),
+                  "egress": self.egress_stats.read(conn, index, zeros)}
+        if not of_job:
             result["management"] = self.aggregator.management(conn)
         else:
             result["evictions"] = self.aggregator.evictions(conn, index)

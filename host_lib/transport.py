@@ -25,6 +25,7 @@ from collections import deque
 import numpy as np
 
 from host_lib.frame_filter import FrameFilter
+from host_lib.links import as_frame_link
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import HelperDuty, HelperRole
@@ -59,6 +60,7 @@ class Transport(HelperRole):
                  rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
                  n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0):
         self.link = link
+        self._batches = as_frame_link(link)  # the link's batch calls
         self.job = job
         self.run_id = run
         self.filter = FrameFilter(switch, local, job, run)
@@ -153,7 +155,7 @@ class Transport(HelperRole):
 
     def _send_window(self, rnd: Round, stats: CallStats, now: float) -> None:
         """Send chunks in order while the window allows: chunk j needs j - W resolved. A
-        chunk already taken over goes to its helper instead."""
+        chunk already taken over goes to its helper instead; the others go out as one batch."""
         while rnd.next_to_send < rnd.n:
             # At most W chunks at a time: beyond them, j - W is a chunk of this very pass.
             js = np.arange(rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots))
@@ -163,17 +165,15 @@ class Transport(HelperRole):
             if not stop:
                 return
             js = js[:stop]
-            sent = 0
-            for j, done, helper in zip(js.tolist(), rnd.done[js].tolist(),
-                                       rnd.taken_by[js].tolist(), strict=True):
-                if done:
-                    continue  # its result came before we got here (k-of-n): nothing to send
-                if helper >= 0:
-                    self._to_helper(rnd, stats, j, helper)
-                else:
-                    self.link.send(rnd.frame(j))
-                    sent += 1
-            stats.packets_sent += sent
+            direct = ~rnd.done[js] & (rnd.taken_by[js] < 0)  # done: its result came first
+            if direct.all():
+                self._batches.send_batch(rnd.frames[js[0]:js[-1] + 1])
+            else:
+                for j in js[(rnd.taken_by[js] >= 0) & ~rnd.done[js]].tolist():
+                    self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
+                if direct.any():
+                    self._batches.send_batch(rnd.frames[js[direct]])
+            stats.packets_sent += int(direct.sum())
             rnd.sent_at[js] = now
             rnd.deadline[js] = now + self.rto.rto
             rnd.next_to_send += stop
@@ -249,16 +249,13 @@ class Transport(HelperRole):
     def _receive_batch(self, stats: CallStats) -> tuple[int, bool]:
         """Receive up to a batch of frames into the rows of ``_rx``; returns how many, and
         whether more may be waiting. Datagrams of any other length are counted and dropped."""
-        rows, received = self._rx_rows, 0
-        while received < _RX_BATCH:
-            n = self.link.recv_into(rows[received])
-            if not n:
-                return received, False
-            if n != P.FRAME_LEN:
-                stats.malformed += 1
-                continue
-            received += 1
-        return received, True
+        lengths = self._batches.recv_batch(self._rx)
+        received = len(lengths)
+        frames = lengths == P.FRAME_LEN
+        if not frames.all():
+            stats.malformed += received - int(frames.sum())
+            self._rx[:int(frames.sum())] = self._rx[:received][frames]
+        return int(frames.sum()), received == _RX_BATCH
 
     def _handle_batch(self, rnd: Round | None, stats: CallStats, received: int,
                       now: float) -> bool:

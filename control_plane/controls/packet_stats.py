@@ -14,14 +14,15 @@ class PacketStats:
         self.packets = f"{path}.packets"
         self.drops = f"{path}.drops"
 
-    def read(self, conn: SwitchConnection, job_index: int) -> dict[str, dict[str, int]]:
+    def read(self, conn: SwitchConnection, job_index: int, zeros: bool = False
+             ) -> dict[str, dict[str, int]]:
         """{'packets': {op name: count}, 'drops': {reason name: count}} for one job index
-        (0 = traffic that matched no job); zero entries are left out."""
+        (0 = traffic that matched no job); zero entries are left out unless ``zeros``."""
         out: dict[str, dict[str, int]] = {}
         for counter, names in ((self.packets, _op_names()), (self.drops, _reason_names())):
             values = _read_counter(conn, counter, job_index * P.STATS_PER_JOB, P.STATS_PER_JOB)
             out["packets" if counter == self.packets else "drops"] = {
-                names[i]: n for i, n in enumerate(values) if n and i in names}
+                names[i]: n for i, n in enumerate(values) if (n or zeros) and i in names}
         return out
 
 
