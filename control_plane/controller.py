@@ -16,6 +16,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
+from control_plane import updates
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator, AggregatorState
 from control_plane.controls.drop_simulator import DropSimulator
@@ -108,7 +109,7 @@ class Controller:
         if cookie is not None:
             stale = self.read_groups().values()
             if stale:
-                conn.write([_delete_group(g) for g in stale])
+                conn.write([updates.delete_group(g) for g in stale])
         conn.set_pipeline(self._p4info, self._device_config, self._cookie)
         log.info("%s: pipeline loaded", self.address)
         return True
@@ -140,12 +141,12 @@ class Controller:
             raise SpecError(f"job {spec.id} is marked transit on this switch")
         job = self.desired.allocator.allocate(spec)
         self._check_hosts(job)
-        return job, ([_insert_group(self._group(job))]
-                     + [_insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                     + [_insert(e, self._p4info) for e in self.admission.worker_entries(job)]
-                     + [_insert(e, self._p4info) for e in self._new_host_entries(job)]
-                     + [_insert(e, self._p4info) for e in self._new_guard_entries(job)]
-                     + [_insert(self.admission.job_entry(job), self._p4info)])
+        return job, ([updates.insert_group(self._group(job))]
+                     + [updates.insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
+                     + [updates.insert(e, self._p4info) for e in self.admission.worker_entries(job)]
+                     + [updates.insert(e, self._p4info) for e in self._new_host_entries(job)]
+                     + [updates.insert(e, self._p4info) for e in self._new_guard_entries(job)]
+                     + [updates.insert(self.admission.job_entry(job), self._p4info)])
 
     def add_transit(self, job_id: int) -> None:
         """Forward job ``job_id``'s packets instead of aggregating them (the job is aggregated
@@ -153,7 +154,7 @@ class Controller:
         if job_id in self.jobs:
             raise SpecError(f"job {job_id} is aggregated here; remove it first")
         if job_id not in self.desired.transit_jobs:
-            self._connection().write([_insert(self.admission.transit_entry(job_id),
+            self._connection().write([updates.insert(self.admission.transit_entry(job_id),
                                               self._p4info)])
             self.desired.transit_jobs.add(job_id)
 
@@ -173,11 +174,11 @@ class Controller:
         stale_hosts = [e for e in self._host_entries() if e not in remaining]
         remaining = set(self._guard_entries(excluding=job_id))
         stale_guards = [e for e in self._guard_entries() if e not in remaining]
-        conn.write([_delete(self.admission.job_entry(job), self._p4info)]
-                   + [_delete(e, self._p4info) for e in self.admission.worker_entries(job)]
-                   + [_delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [_delete(e, self._p4info) for e in stale_hosts + stale_guards]
-                   + [_delete_group(self._group(job))])
+        conn.write([updates.delete(self.admission.job_entry(job), self._p4info)]
+                   + [updates.delete(e, self._p4info) for e in self.admission.worker_entries(job)]
+                   + [updates.delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
+                   + [updates.delete(e, self._p4info) for e in stale_hosts + stale_guards]
+                   + [updates.delete_group(self._group(job))])
         self.desired.allocator.remove(job_id)
         self.aggregator.clear(conn, job.aggregator_range())
         log.info("job %d removed", job_id)
@@ -188,7 +189,7 @@ class Controller:
         job = self._job(job_id)
         changed = AdmittedJob(job.spec.with_membership(fan_in, expected), job.job_index,
                               job.slot_base)
-        self._connection().write([_modify(self.admission.job_entry(changed), self._p4info)])
+        self._connection().write([updates.modify(self.admission.job_entry(changed), self._p4info)])
         self.desired.allocator.jobs[job_id] = changed
         return changed
 
@@ -374,66 +375,28 @@ class Controller:
         return found
 
     def _sync_tables(self, tables, desired: list[TableEntry]) -> int:
-        updates = []
+        changes = []
         for table in tables:
             want = {e.key: e for e in desired if e.table == table}
             have = {e.key: e for e in self._read_table(table)}
             for key, entry in want.items():
                 if key not in have:
-                    updates.append(_insert(entry, self._p4info))
+                    changes.append(updates.insert(entry, self._p4info))
                 elif have[key] != entry:
-                    updates.append(_modify(entry, self._p4info))
-            updates += [_delete(e, self._p4info) for k, e in have.items()
+                    changes.append(updates.modify(entry, self._p4info))
+            changes += [updates.delete(e, self._p4info) for k, e in have.items()
                         if k not in want and not e.is_default]
-        if updates:
-            self._connection().write(updates)
-        return len(updates)
+        if changes:
+            self._connection().write(changes)
+        return len(changes)
 
     def _sync_groups(self) -> int:
         want = {g.group_id: g for g in self._desired_groups()}
         have = self.read_groups()
-        updates = [_insert_group(g) for gid, g in want.items() if gid not in have]
-        updates += [_modify_group(g) for gid, g in want.items() if gid in have and have[gid] != g]
-        updates += [_delete_group(g) for gid, g in have.items() if gid not in want]
-        if updates:
-            self._connection().write(updates)
-        return len(updates)
-
-
-def _update(kind, entity_setter) -> Update:
-    update = Update(type=kind)
-    entity_setter(update.entity)
-    return update
-
-
-def _insert(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.INSERT, entry, p4info)
-
-
-def _modify(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.MODIFY, entry, p4info)
-
-
-def _delete(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.DELETE, entry, p4info)
-
-
-def _table_update(kind, entry: TableEntry, p4info: P4Info) -> Update:
-    if entry.is_default:
-        kind = Update.MODIFY  # a default entry always exists; it can only be modified
-    return _update(kind, lambda e: e.table_entry.CopyFrom(entry.to_proto(p4info)))
-
-
-def _insert_group(group: MulticastGroup) -> Update:
-    return _update(Update.INSERT,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))
-
-
-def _modify_group(group: MulticastGroup) -> Update:
-    return _update(Update.MODIFY,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))
-
-
-def _delete_group(group: MulticastGroup) -> Update:
-    return _update(Update.DELETE,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))
+        changes = [updates.insert_group(g) for gid, g in want.items() if gid not in have]
+        changes += [updates.modify_group(g) for gid, g in want.items()
+                    if gid in have and have[gid] != g]
+        changes += [updates.delete_group(g) for gid, g in have.items() if gid not in want]
+        if changes:
+            self._connection().write(changes)
+        return len(changes)
