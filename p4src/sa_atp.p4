@@ -110,11 +110,6 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
         }
         if (to_worker) {
             replica_rewrite.apply(hdr, meta);
-            if (meta.nudge == 1 && meta.dest_worker != hdr.sa.worker
-                    && (hdr.sa.bitmap & meta.dest_bit) != 0) {
-                mark_to_drop(sm);   /* a PENDING copy for a worker already summed */
-                return;
-            }
         }
         bit<4> tx_op = 0;
         if (hdr.sa.isValid() && meta.transit == 0) {
