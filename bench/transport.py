@@ -37,7 +37,7 @@ _RESULT = (P.VERSION << 4) | P.Op.RESULT
 
 def _reflect(ready) -> None:
     """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back to
-    where it came from. Probes are drained without an answer and counted: ``?`` asks for that
+    where it came from, from the address it was sent to (as the switch does). Probes are drained without an answer and counted: ``?`` asks for that
     count and the monotonic time of the last one; any other 1-byte datagram stops it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
@@ -63,6 +63,9 @@ def _reflect(ready) -> None:
                 drained, last = drained + int(probes.sum()), time.monotonic()
             keep = whole & ~probes
             batch = frames[:n][keep]
+            for dst, src in (("eth_dst", "eth_src"), ("ip_dst", "ip_src"),
+                             ("udp_dport", "udp_sport")):  # from where it was sent, as the switch
+                batch[dst], batch[src] = batch[src].copy(), batch[dst].copy()
             batch["ver_op"] = _RESULT
             batch["flags"] &= _SET
             batch["bitmap"] = 1
@@ -88,7 +91,7 @@ def _allreduce(links: dict, spec, values: np.ndarray, repeat: int = 3) -> dict:
     """Per link: the best wall time of ``repeat`` allreduce calls of ``values`` and that call's
     statistics, the links taking turns (after a warm-up that compiles the quantizer and fills
     the scale predictor) so that background load hits each about equally."""
-    comms = {name: SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0), link)
+    comms = {name: SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, run=1), link)
              for name, link in links.items()}
     best: dict = {}
     try:

@@ -24,6 +24,7 @@ from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission, JobConfig
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.controls.replica_rewrite import ReplicaRewrite
+from control_plane.controls.source_guard import SourceGuard
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.jobs import AdmittedJob, JobSpec, SpecError
@@ -63,6 +64,7 @@ class Controller:
                                            for m, p in (hosts or {}).items()})
         self.admission = JobAdmission()
         self.replica_rewrite = ReplicaRewrite()
+        self.source_guard = SourceGuard()
         self.l2 = L2Forwarding()
         self.ingress_drop_sim = DropSimulator("SaAtpIngress.drop_sim")
         self.egress_drop_sim = DropSimulator("SaAtpEgress.drop_sim")
@@ -143,6 +145,7 @@ class Controller:
                      + [updates.insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
                      + [updates.insert(e, self._p4info) for e in self.admission.worker_entries(job)]
                      + [updates.insert(e, self._p4info) for e in self._new_host_entries(job)]
+                     + [updates.insert(e, self._p4info) for e in self._new_guard_entries(job)]
                      + [updates.insert(self.admission.job_entry(job), self._p4info)])
 
     def add_transit(self, job_id: int) -> None:
@@ -169,10 +172,12 @@ class Controller:
         conn = self._connection()
         remaining = set(self.l2.entries(self._hosts(excluding=job_id)))
         stale_hosts = [e for e in self._host_entries() if e not in remaining]
+        remaining = set(self._guard_entries(excluding=job_id))
+        stale_guards = [e for e in self._guard_entries() if e not in remaining]
         conn.write([updates.delete(self.admission.job_entry(job), self._p4info)]
                    + [updates.delete(e, self._p4info) for e in self.admission.worker_entries(job)]
                    + [updates.delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [updates.delete(e, self._p4info) for e in stale_hosts]
+                   + [updates.delete(e, self._p4info) for e in stale_hosts + stale_guards]
                    + [updates.delete_group(self._group(job))])
         self.desired.allocator.remove(job_id)
         self.aggregator.clear(conn, job.aggregator_range())
@@ -225,8 +230,9 @@ class Controller:
         return {g.group_id: g for g in groups}
 
     def counters(self, job_id: int | None = None) -> dict:
-        """Packets and drops per op / reason, at ingress and egress, for a job (or, with None,
-        for traffic that matched no job), plus the job's evictions."""
+        """Packets and drops per op / reason, at ingress (received) and egress (sent), for a job
+        plus its evictions; with None, for traffic that matched no job plus the controller's
+        own management requests."""
         index = 0 if job_id is None else self._job(job_id).job_index
         return self._counters_at(index, job_id is not None)
 
@@ -237,11 +243,13 @@ class Controller:
         return {jid: self._counters_at(index, jid is not None, zeros=True)
                 for jid, index in indices.items()}
 
-    def _counters_at(self, index: int, evictions: bool, zeros: bool = False) -> dict:
+    def _counters_at(self, index: int, of_job: bool, zeros: bool = False) -> dict:
         conn = self._connection()
         result = {"ingress": self.ingress_stats.read(conn, index, zeros),
                   "egress": self.egress_stats.read(conn, index, zeros)}
-        if evictions:
+        if not of_job:
+            result["management"] = self.aggregator.management(conn)
+        else:
             result["evictions"] = self.aggregator.evictions(conn, index)
         return result
 
@@ -298,8 +306,8 @@ class Controller:
             raise SpecError(f"job {job_id} is not admitted") from None
 
     def _table_controls(self):
-        return (self.admission, self.replica_rewrite, self.l2, self.ingress_drop_sim,
-                self.egress_drop_sim)
+        return (self.source_guard, self.admission, self.replica_rewrite, self.l2,
+                self.ingress_drop_sim, self.egress_drop_sim)
 
     def _group(self, job: AdmittedJob) -> MulticastGroup:
         return MulticastGroup.make(job.group, ((w.port, w.id) for w in job.spec.workers))
@@ -330,8 +338,17 @@ class Controller:
         macs = {mac_str(mac_bytes(w.mac)): w.port for w in job.spec.workers}
         return [e for e in self.l2.entries(macs) if e not in have]
 
+    def _guard_entries(self, excluding: int | None = None) -> list[TableEntry]:
+        """The switch addresses of the jobs aggregated here: no frame may come from them."""
+        return self.source_guard.entries(j.spec.switch_mac for j in self.jobs.values()
+                                         if j.spec.id != excluding)
+
+    def _new_guard_entries(self, job: AdmittedJob) -> list[TableEntry]:
+        have = set(self._guard_entries())
+        return [e for e in self.source_guard.entries([job.spec.switch_mac]) if e not in have]
+
     def _desired_entries(self) -> list[TableEntry]:
-        entries = list(self._host_entries())
+        entries = list(self._host_entries()) + self._guard_entries()
         entries += [self.admission.transit_entry(j) for j in sorted(self.desired.transit_jobs)]
         for job in self.jobs.values():
             entries.append(self.admission.job_entry(job))

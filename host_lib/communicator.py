@@ -1,6 +1,7 @@
 """Allreduce through the switch for one job and worker: the object a training process uses.
 
-    comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, worker_id), link, fallback_group=pg)
+    # run: the same on every worker of this run (host_lib/runs.py; host_lib/connect does it)
+    comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, worker_id, run), link, pg)
     total = comm.allreduce(grad)                      # float32: quantized, exact integer sum
     mean = comm.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
     counts = comm.allreduce_int(np.array([...], np.int32))
@@ -54,20 +55,22 @@ class CommunicatorConfig:
     slots: int  # the job's window W
     local: Endpoint  # this worker's MAC, IP and UDP port
     switch: Endpoint  # the address workers send to
+    run: int  # the run's identity, the same on every worker (host_lib/runs.py)
     peers: dict[int, Endpoint] = field(default_factory=dict)  # every worker, for helpers
     silence_timeout: float = 5.0
+    stall_timeout: float = 60.0  # longest wait for any chunk to complete, whatever arrives
     initial_rto: float = 0.05
     quantizer_threads: int = 1
     metrics_listen: str | None = None  # "HOST:PORT": serve per-call statistics to Prometheus
 
     @classmethod
-    def from_spec(cls, spec, worker_id: int, **overrides) -> CommunicatorConfig:
-        """Configuration of one worker of a control_plane.jobs.JobSpec."""
+    def from_spec(cls, spec, worker_id: int, run: int, **overrides) -> CommunicatorConfig:
+        """Configuration of one worker of a control_plane.jobs.JobSpec, in run ``run``."""
         w = spec.worker(worker_id)
         peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
         return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.slots,
                    local=peers[w.id], switch=Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT),
-                   peers=peers, **overrides)
+                   run=run, peers=peers, **overrides)
 
 
 @dataclass
@@ -94,7 +97,8 @@ class SwitchCommunicator:
         self.transport = Transport(link, config.job, config.worker, config.slots, config.local,
                                    config.switch, config.peers,
                                    RtoEstimator(initial=config.initial_rto),
-                                   config.silence_timeout, config.n_workers)
+                                   config.silence_timeout, config.n_workers, config.run,
+                                   config.stall_timeout)
         self.quantizer = BlockQuantizer(config.n_workers, threads=config.quantizer_threads)
         self.frames = FrameBatch(config.local, config.switch)
         self.next_chunk = 0
@@ -261,7 +265,7 @@ class SwitchCommunicator:
         sets = (chunks // self.config.slots) % 2
         frames = self.frames.encode(op=P.Op.DATA, job=self.config.job, worker=self.config.worker,
                                     slot=slots, chunk=chunks, flags=sets, scale=scales, exp=exps,
-                                    fanin=plan.fanin, lanes=lanes if plan.contribute else None)
+                                    fanin=plan.fanin, run=self.config.run, lanes=lanes if plan.contribute else None)
         rnd = Round(frames, self.next_chunk, plan)
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
         self.transport.run(rnd, stats)

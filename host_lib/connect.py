@@ -27,6 +27,7 @@ from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.ddp_hook import SaAtpHookState
 from host_lib.fallback import FallbackGroup
 from host_lib.links import RawEthernetLink, UdpTunnelLink
+from host_lib.runs import agree_run_id
 
 SPEC_KEY = "sa_atp/job{}/spec"
 
@@ -56,7 +57,8 @@ def aggregator(job_spec: str | Path | JobSpec, rank: int, world: int, store: dis
         raise ValueError(f"job {spec.id} has {len(spec.workers)} workers but the process group "
                          f"has {world} ranks: rank r runs worker r")
     agree_on_spec(store, rank, spec)
-    return SwitchCommunicator(CommunicatorConfig.from_spec(spec, rank, **config),
+    run = agree_run_id(store, rank, spec.id)
+    return SwitchCommunicator(CommunicatorConfig.from_spec(spec, rank, run, **config),
                               switch_link(spec, rank, udp_ports, interface), fallback)
 
 

@@ -65,12 +65,13 @@ class CallStats:
     results: int = 0
     duplicate_results: int = 0
     repairs: int = 0
-    malformed: int = 0
+    malformed: int = 0  # datagrams of the wrong length
     takeovers: int = 0  # TAKEOVER requests this worker sent as a helper
     taken: int = 0  # chunks of this call resolved by a takeover
     helper_data: int = 0  # contributions sent to helpers
     helper_results: int = 0  # chunks this worker completed as a helper
     bounces: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)  # frames refused, by reason (frame_filter)
     elapsed_s: float = 0.0
     fallback: str | None = None
 
@@ -82,6 +83,7 @@ class CallStats:
         for name in self._SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.bounces.update(other.bounces)
+        self.rejected.update(other.rejected)
 
 
 class Round:
@@ -103,6 +105,8 @@ class Round:
         self.attempt = np.zeros(self.n, np.int32)  # which peer we ask for a lost result
         self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
         self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
+        self.lost = np.zeros(self.n, bool)  # a later chunk's result came first: ask again
+        self.pending_at = np.full(self.n, np.nan)  # when a PENDING last said it waits on peers
         self.sums = np.zeros((self.n, P.LANES), np.int32)
         self.exps = np.zeros(self.n, np.uint16)
         self.bitmaps = np.zeros(self.n, np.uint32)

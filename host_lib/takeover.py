@@ -20,15 +20,15 @@ place while the round loop stays in transport.py.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan
 from protocol import constants as P
-from protocol.codec import field_offset, frame_lanes
+from protocol.codec import Frame, Header, encode_frame, field_offset, frame_lanes
 
-_VER_OP, _FLAGS = field_offset("ver_op"), field_offset("flags")
+_VER_OP, _FLAGS, _REASON = (field_offset(name) for name in ("ver_op", "flags", "reason"))
 _DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 
 
@@ -97,8 +97,8 @@ class HelperRole:
     """The takeover side of a :class:`~host_lib.transport.Transport` (see the module docstring).
 
     Uses from the transport: ``link``, ``worker``, ``slots``, ``all_workers``, ``rto``,
-    ``duties``, ``_helpers`` (chunk -> helper the switch named), ``_plan``, ``_recent``,
-    ``_address`` and ``_send_control``.
+    ``local``, ``switch``, ``duties``, ``_helpers`` (chunk -> helper the switch named),
+    ``_plan``, ``_recent`` and ``_send_control``.
     """
 
     def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
@@ -150,20 +150,23 @@ class HelperRole:
                 self._add_own(duty, rnd, j)
                 self._maybe_complete(duty, stats)
             return
-        frame = bytearray(rnd.frame(j))
+        frame = bytearray(rnd.frame(j))  # to the switch, which forwards it to the helper
         frame[_VER_OP] = (P.VERSION << 4) | P.Op.HELPER_DATA
         frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
                          else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
-        self._address(frame, helper)
+        frame[_REASON] = helper
         self.link.send(frame)
         stats.packets_sent += 1
         stats.helper_data += 1
 
     def _forward(self, frame: memoryview, helper: int) -> None:
-        out = bytearray(frame)
-        out[_FLAGS] |= P.Flag.COPY
-        self._address(out, helper)
-        self.link.send(out)
+        """Pass a peer's contribution on to the helper the switch named, through the switch:
+        sent as ours (the switch checks who sends), marked COPY, with the contributor in
+        ``fanin``."""
+        h = Header.unpack(frame, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
+        header = replace(h, worker=self.worker, flags=h.flags | P.Flag.COPY, reason=helper,
+                         fanin=h.worker)
+        self.link.send(encode_frame(Frame(self.local, self.switch, header, frame_lanes(frame))))
 
     def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
         duty = self.duties.get(chunk)

@@ -24,6 +24,7 @@ from collections import deque
 
 import numpy as np
 
+from host_lib.frame_filter import FrameFilter
 from host_lib.links import as_frame_link
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
@@ -38,15 +39,12 @@ from protocol.codec import (
     encode_frame,
     field_offset,
     frame_lanes,
-    ipv4_checksum,
 )
 
 log = logging.getLogger(__name__)
 
 _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
-# Byte offsets of the fields a worker rewrites in a frame it redirects to a peer.
-_FLAGS, _ETH_DST, _IP_CSUM, _IP_DST, _UDP_DPORT = (
-    field_offset(name) for name in ("flags", "eth_dst", "ip_csum", "ip_dst", "udp_dport"))
+_FLAGS = field_offset("flags")
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
@@ -60,17 +58,21 @@ class Transport(HelperRole):
     def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
                  switch: Endpoint, peers: dict[int, Endpoint] | None = None,
                  rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
-                 n_workers: int | None = None):
+                 n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0):
         self.link = link
         self._batches = as_frame_link(link)  # the link's batch calls
         self.job = job
+        self.run_id = run
+        self.filter = FrameFilter(switch, local, job, run)
+        self.stall_timeout = stall_timeout
         self.worker = worker
         self.slots = slots
         self.local = local
         self.switch = switch
         self.peers = peers or {}
         self.all_workers = (1 << (n_workers or len(self.peers) or 1)) - 1
-        self.rto = rto or RtoEstimator()
+        self.rto = rto or RtoEstimator()  # first send to result: includes waits for peers
+        self.ask_rto = RtoEstimator()  # a question to the switch and its answer
         self.silence_timeout = silence_timeout
         # Received frames land in rows of one array, a batch at a time; one spare byte per row
         # tells an oversized datagram (truncated to the row) from a frame.
@@ -83,12 +85,15 @@ class Transport(HelperRole):
         self.duties: dict[int, HelperDuty] = {}
         self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
         self._plan = RoundPlan()  # the plan of the latest round, for duties between calls
+        self._between_calls = CallStats()  # what serving peers between calls cost
 
     # -- the round loop ---------------------------------------------------------------------
 
     def run(self, rnd: Round, stats: CallStats) -> None:
         """Push every chunk of ``rnd`` through the switch and collect its result."""
         stats.chunks += rnd.n
+        stats.add(self._between_calls)  # what arrived since the last call is this call's news
+        self._between_calls = CallStats()
         self._plan = rnd.plan
         self._recent.append(rnd)
         now = time.monotonic()
@@ -103,20 +108,30 @@ class Transport(HelperRole):
             rnd.next_to_send = rnd.n
         poller = select.poll()
         poller.register(self.link.fileno(), select.POLLIN)
-        last_heard = now
+        last_heard = last_progress = now
+        completed = rnd.completed
         while rnd.completed < rnd.n:
             now = time.monotonic()
             if self._drain(rnd, stats, now):
                 last_heard = now
                 if rnd.completed == rnd.n:
                     break
+            if rnd.completed != completed:
+                completed, last_progress = rnd.completed, now
             self._send_window(rnd, stats, now)
             next_deadline = min(self._retransmit(rnd, stats, now), self._take_over(rnd, stats, now))
             if now - last_heard > self.silence_timeout:
                 raise SwitchSilent(f"job {self.job} worker {self.worker}: no packet from the "
                                    f"switch for {now - last_heard:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
-            wait = min(next_deadline, last_heard + self.silence_timeout) - time.monotonic()
+            if now - last_progress > self.stall_timeout:
+                # Frames keep coming but no chunk completes (a peer gone for good, a livelock):
+                # the call ends here whatever traffic keeps flowing.
+                raise SwitchSilent(f"job {self.job} worker {self.worker}: no chunk completed "
+                                   f"for {now - last_progress:.1f} s with "
+                                   f"{rnd.n - rnd.completed} chunks pending")
+            wait = min(next_deadline, last_heard + self.silence_timeout,
+                       last_progress + self.stall_timeout) - time.monotonic()
             poller.poll(max(0.0, min(wait, 0.5)) * 1000)
         self._expire_duties(time.monotonic())
 
@@ -126,7 +141,7 @@ class Transport(HelperRole):
         fds = [self.link.fileno()] + ([wake] if wake is not None else [])
         ready, _, _ = select.select(fds, [], [], timeout)
         if self.link.fileno() in ready:
-            self._drain(None, CallStats(), time.monotonic())
+            self._drain(None, self._between_calls, time.monotonic())
             return True
         return False
 
@@ -161,7 +176,9 @@ class Transport(HelperRole):
                     self._batches.send_batch(rnd.frames[js[direct]])
             stats.packets_sent += int(direct.sum())
             rnd.sent_at[js] = now
-            rnd.deadline[js] = now + self.rto.rto
+            # The chunk's designated worker asks first if it times out; the others later,
+            # since the PENDING that answers it reaches them all.
+            rnd.deadline[js] = now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
@@ -170,15 +187,20 @@ class Transport(HelperRole):
             rnd.first_pending += 1
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
-        expired = np.nonzero((rnd.deadline[window] <= now) & ~rnd.done[window])[0] + lo
+        due = (rnd.deadline[window] <= now) & ~rnd.done[window]
+        lost = np.flatnonzero(due & rnd.lost[window]) + lo
+        expired = np.flatnonzero(due & ~rnd.lost[window]) + lo
         # Chunks that time out together usually wait on the same late peer, not on losses:
-        # probe with the oldest few and give the others another RTO, rather than burst.
+        # probe with the oldest few and give the others another RTO, rather than burst. Chunks
+        # known to be lost all go at once.
         rnd.deadline[expired[_PROBE_BURST:]] = now + self.rto.rto
-        for j in expired[:_PROBE_BURST]:
+        rnd.lost[lost] = False
+        for j in np.concatenate([lost, expired[:_PROBE_BURST]]).tolist():
             rnd.retries[j] += 1
             rnd.backoff[j] += 1
             stats.timeouts += 1
             helper = int(rnd.taken_by[j])
+            timer = self.rto
             if helper >= 0:
                 # Taken over: keep sending our contribution to the helper until the result
                 # comes. It adds each worker once, so this also covers a partial the helper
@@ -194,13 +216,15 @@ class Transport(HelperRole):
                 self._to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
                 rnd.attempt[j] += 1
             else:
-                # Ask the switch again: it answers with the result, or says where the chunk is.
+                # Ask the switch again: it answers at once, with the result, a PENDING or
+                # where the chunk went, so the next question is due one switch round trip on.
                 rnd.frames["flags"][j] |= P.Flag.RETX
                 self.link.send(rnd.frame(j))
                 stats.packets_sent += 1
                 stats.retransmissions += 1
+                timer = self.ask_rto
             rnd.sent_at[j] = now
-            rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
+            rnd.deadline[j] = now + timer.backoff(int(rnd.backoff[j]))
         pending = rnd.deadline[window][~rnd.done[window]]
         return float(pending.min()) if len(pending) else now + 0.5
 
@@ -210,19 +234,9 @@ class Transport(HelperRole):
         others = [w for w in sorted(self.peers) if w != self.worker] or [self.worker]
         return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
 
-    def _address(self, frame: bytearray, worker: int) -> None:
-        """Point a frame at a peer (MAC, IP, UDP port) and fix its IPv4 checksum."""
-        peer = self.peers[worker]
-        frame[_ETH_DST:_ETH_DST + 6] = peer.mac_raw
-        frame[_IP_DST:_IP_DST + 4] = peer.ip_raw
-        frame[_UDP_DPORT:_UDP_DPORT + 2] = peer.port.to_bytes(2, "big")
-        frame[_IP_CSUM:_IP_CSUM + 2] = bytes(2)
-        checksum = ipv4_checksum(bytes(frame[P.ETH_LEN:P.ETH_LEN + P.IPV4_LEN]))
-        frame[_IP_CSUM:_IP_CSUM + 2] = checksum.to_bytes(2, "big")
-
     def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
         header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
-                        chunk=chunk, flags=(chunk // self.slots) % 2, **fields)
+                        chunk=chunk, flags=(chunk // self.slots) % 2, run=self.run_id, **fields)
         lanes = np.zeros(P.LANES, np.int32) if lanes is None else lanes
         self.link.send(encode_frame(Frame(self.local, self.switch, header, lanes)))
 
@@ -254,12 +268,13 @@ class Transport(HelperRole):
         """Handle received frames in arrival order. The common case, the first result of a
         chunk of this round, is applied to whole runs of frames with array operations; every
         other frame goes through :meth:`_handle` one at a time."""
+        frames = self._rx_frames[:received]
+        accepted = self.filter.accept(frames, self._rx[:received, :P.FRAME_LEN], stats.rejected)
         if rnd is None:
             return any([self._handle(None, stats, self._rx_rows[i][:P.FRAME_LEN], now)
-                        for i in range(received)])
-        frames = self._rx_frames[:received]
+                        for i in np.flatnonzero(accepted).tolist()])
         js = (frames["chunk"].astype(np.int64) - rnd.base) & 0xFFFFFFFF
-        fast = (frames["ver_op"] == _RESULT_VER_OP) & (frames["job"] == self.job) & (js < rnd.n)
+        fast = accepted & (frames["ver_op"] == _RESULT_VER_OP) & (js < rnd.n)
         fast[fast] = ~rnd.done[js[fast]]
         candidates = np.flatnonzero(fast)
         if not (np.diff(js[candidates]) > 0).all():  # usual order rules out copies cheaply
@@ -269,7 +284,8 @@ class Transport(HelperRole):
         heard, start = bool(fast.any()), 0
         for i in np.flatnonzero(~fast).tolist():
             self._apply_results(rnd, stats, frames[start:i], js[start:i], now)
-            heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
+            if accepted[i]:
+                heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
             start = i + 1
         self._apply_results(rnd, stats, frames[start:], js[start:], now)
         return heard
@@ -288,25 +304,62 @@ class Transport(HelperRole):
         stats.results += len(js)
         # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
         # round trip: these results were all sent within one window.
-        clean = js[(rnd.retries[js] == 0) & (rnd.taken_by[js] < 0) & ~np.isnan(rnd.sent_at[js])]
+        clean = js[(rnd.retries[js] == 0) & np.isnan(rnd.pending_at[js]) & (rnd.taken_by[js] < 0)
+                   & ~np.isnan(rnd.sent_at[js])]
         if len(clean):
             self.rto.sample(now - float(rnd.sent_at[clean].mean()))
+        copies = js[(frames["flags"] & P.Flag.COPY != 0) & (rnd.retries[js] == 1)]
+        for j in copies.tolist():
+            self.ask_rto.sample(now - float(rnd.sent_at[j]))
+        self._detect_losses(rnd, js[frames["flags"] & P.Flag.HELPER == 0], now)
         # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
         before = js[js >= self.slots] - self.slots
         lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
         rnd.deadline[lost] = now
         rnd.backoff[lost] = 0
 
+    def _detect_losses(self, rnd: Round, js: np.ndarray, now: float) -> None:
+        """Results come back in chunk order: every worker sends its contributions in chunk
+        order, and a chunk completes with its last one, so chunk c is complete before any
+        later chunk is (whether that one completed with first sends or with resends, each
+        worker sent c before it). A chunk before one whose result just came (``js``: plain
+        results, not a helper's), still without its own, lost a contribution or its result,
+        as TCP's RACK infers from a later packet's ACK. Chunks taken over complete out of
+        order (the timer covers them). A chunk a PENDING said was waiting completes when the
+        missing workers send again: later chunks may complete first until they have had time
+        to (two round trips).
+
+        Only one worker asks at once: every worker sees the same gap when a contribution
+        was lost, and the switch answers one question with a PENDING to all of them. The
+        chunk's designated worker asks now; the others give it two round trips, and ask then
+        if neither the PENDING nor the result has come."""
+        if not len(js):
+            return
+        lo, hi = rnd.first_pending, min(int(js.max()), rnd.next_to_send)
+        if hi <= lo:
+            return
+        wait = 2 * self.ask_rto.rto
+        gap = np.flatnonzero(~rnd.done[lo:hi] & ~rnd.lost[lo:hi] & (rnd.taken_by[lo:hi] < 0)
+                             & ~(rnd.pending_at[lo:hi] > now - wait)) + lo
+        if not len(gap):
+            return
+        rnd.lost[gap] = True
+        rnd.deadline[gap] = np.minimum(rnd.deadline[gap],
+                                       np.where(self._designated(rnd, gap), now, now + wait))
+
+    def _designated(self, rnd: Round, js: np.ndarray) -> np.ndarray:
+        """Whether this worker is the one that asks first about chunks ``js``."""
+        return (rnd.base + js) % self.all_workers.bit_length() == self.worker
+
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
-        (ver_op, flags, job, _slot, worker, reason, chunk, bitmap, _count, _fanin, scale,
-         exp) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
-        if ver_op >> 4 != P.VERSION or job != self.job:
-            stats.malformed += 1
-            return False
+        """One accepted frame (see FrameFilter) that the batch path does not cover."""
+        (ver_op, flags, _job, _slot, worker, reason, chunk, bitmap, _count, fanin, scale,
+         exp, _run) = HEADER_STRUCT.unpack_from(frame, _HEADER_OFFSET)
         op = ver_op & 0xF
         if op == P.Op.HELPER_DATA:
-            self._helper_data(stats, chunk, worker, flags, frame, exp, scale)
+            contributor = fanin if flags & P.Flag.COPY else worker
+            self._helper_data(stats, chunk, contributor, flags, frame, exp, scale)
             return True
         if op == P.Op.PARTIAL or (op == P.Op.BOUNCE and reason == P.Bounce.TAKEN):
             self._helpers[chunk] = worker  # the switch names the chunk's helper
@@ -333,7 +386,7 @@ class Transport(HelperRole):
         elif op == P.Op.BOUNCE:
             self._bounce(rnd, stats, j, reason, worker, bitmap, now)
         else:
-            stats.malformed += 1
+            stats.rejected["unexpected_op"] += 1  # an op the switch never sends to workers
         return True
 
     def _bounce(self, rnd: Round, stats: CallStats, j: int, reason: int, worker: int,
@@ -343,11 +396,33 @@ class Transport(HelperRole):
         if rnd.done[j]:
             return
         if reason == P.Bounce.PENDING:
-            # The chunk waits on peers and holds our contribution (unless we only probed). The
-            # probes back off; a result lost later is noticed by _result_due.
-            self.rto.sample(now - rnd.sent_at[j])
+            # The chunk waits on peers; every worker hears the answer to one worker's question.
+            # (No round-trip sample from this chunk: its result will have waited on a peer.)
             rnd.missing[j] = self.all_workers & ~bitmap
             rnd.included[j] = bool(bitmap >> self.worker & 1)
+            rnd.pending_at[j] = now
+            if worker == self.worker and rnd.retries[j] == 1:
+                self.ask_rto.sample(now - float(rnd.sent_at[j]))  # the answer to our question
+            if j >= rnd.next_to_send or rnd.taken_by[j] >= 0:
+                return
+            # The workers it waits on send in chunk order: our later chunks wait on them too
+            # (or on a loss, which a later result reveals). One question at a time suffices.
+            later = np.arange(j + 1, rnd.next_to_send)
+            later = later[~rnd.lost[later]]
+            rnd.deadline[later] = np.maximum(rnd.deadline[later], now + self.rto.rto)
+            if not rnd.included[j] and rnd.plan.contribute:
+                # Ours is missing: it was lost. Send it again once a copy still on its way
+                # would have arrived.
+                rnd.lost[j] = True
+                rnd.deadline[j] = min(rnd.deadline[j], rnd.sent_at[j] + self.ask_rto.rto)
+            else:
+                # The chunk is alive, and the missing workers, who heard this too, send theirs
+                # themselves (they may not have reached it yet): whoever asked this, our next
+                # question waits as long as a chunk may (backed off). A result lost on its way
+                # to us is noticed sooner, from later results (_detect_losses).
+                rnd.lost[j] = False
+                rnd.backoff[j] += 1
+                rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
         elif reason == P.Bounce.TAKEN:
             self._taken(rnd, stats, j, worker, False)
         elif reason == P.Bounce.STALE:
@@ -372,6 +447,9 @@ class Transport(HelperRole):
         elif reason == P.Bounce.SCALE_MISMATCH:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")
+        elif reason == P.Bounce.OLD_RUN:
+            raise ProtocolError(f"job {self.job}: the switch holds a newer run of this job than "
+                                f"ours ({self.run_id:#x}); this run is over")
 
     def _result_due(self, rnd: Round, chunk: int, now: float) -> None:
         """News of chunk c + W means chunk c was resolved for every worker (each sends c + W

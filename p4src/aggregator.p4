@@ -13,11 +13,14 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<16>>(NUM_AGGREGATORS) agreed_scale;        /* quantization scale of the held chunk */
     register<bit<16>>(NUM_AGGREGATORS) max_exp;             /* max block exponent reported */
     register<bit<8>>(NUM_AGGREGATORS)  helper_id;           /* helper holding a TAKEN chunk */
+    register<bit<32>>(NUM_AGGREGATORS) run_id;              /* run of the job the chunk belongs to */
 #define LANE_REGISTER(i) register<bit<32>>(NUM_AGGREGATORS) lane_##i;
     LANES(LANE_REGISTER)                                    /* the running sum, one register per lane */
 
     /* Unfinished aggregations overwritten by a newer chunk, per job index. */
     counter(MAX_JOBS, CounterType.packets) evictions;
+    /* Management requests from the controller, per opcode (MGMT_*). */
+    counter(MGMT_OPCODES, CounterType.packets_and_bytes) management;
 
     bit<32> index;
     bit<32> held_chunk;
@@ -27,6 +30,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     bit<16> scale;
     bit<16> exp;
     bit<8>  helper;
+    bit<32> held_run;
 
 #define STORE_LANE(i) lane_##i.write(index, hdr.lanes.v##i);
     /* The packet's lanes become the aggregator's (first contribution, helper result). */
@@ -64,6 +68,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agreed_scale.write(index, scale);
         max_exp.write(index, exp);
         helper_id.write(index, helper);
+        run_id.write(index, held_run);
     }
 
     /* Describe the aggregator in the header of an outgoing RESULT or PARTIAL. */
@@ -115,6 +120,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     action report_to_controller() {
         describe(OP_RESULT);
         hdr.sa.chunk = held_chunk;
+        hdr.sa.run = held_run;
         hdr.sa.reason = state;
         hdr.sa.worker = helper;
         hdr.packet_in.setValid();
@@ -129,7 +135,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     /* What the packet does to the lanes, and where it goes: decided first, then done once,
      * so that each lane action has a single call site (p4c copies an action per call site). */
     bit<3> lane_op = LANES_KEEP;
-    bit<3> response = RESPOND_NONE;
+    bit<4> response = RESPOND_NONE;
     bit<8> bounce_reason = 0;
 
     apply {
@@ -145,10 +151,20 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agreed_scale.read(scale, index);
         max_exp.read(exp, index);
         helper_id.read(helper, index);
+        run_id.read(held_run, index);
 
         bit<8> fan_in = meta.fan_in;
         if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
             fan_in = hdr.sa.fanin;
+        }
+        /* Runs (docs/protocol.md §4.5): state of an older run of the job is as good as empty; a
+         * packet of an older run than the slot's is refused. Serial-number arithmetic again. */
+        bit<32> run_age = hdr.sa.run - held_run;
+        bool other_run = state != SLOT_EMPTY && run_age != 0;
+        bool old_run = other_run && run_age >= 32w0x80000000;
+        bool unfinished = state == SLOT_AGGREGATING;
+        if (other_run && !old_run) {
+            state = SLOT_EMPTY;
         }
         bool held = state != SLOT_EMPTY && held_chunk == hdr.sa.chunk;
         bit<32> age = hdr.sa.chunk - held_chunk;    /* serial-number arithmetic, mod 2^32 */
@@ -157,7 +173,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
         /* -- decide ------------------------------------------------------------------------ */
         if (hdr.packet_out.isValid()) {
+            management.count((bit<32>)hdr.packet_out.opcode);
             if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
+                held_run = 0;
                 held_chunk = 0;
                 state = SLOT_EMPTY;
                 bitmap = 0;
@@ -171,6 +189,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 lane_op = LANES_LOAD;
             }
             response = RESPOND_CONTROLLER;
+        } else if (old_run) {
+            response = RESPOND_BOUNCE;
+            bounce_reason = BOUNCE_OLD_RUN;
         } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
             /* A probe asks about the chunk without contributing (a worker that sits out). */
             response = RESPOND_BOUNCE;
@@ -181,7 +202,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 hdr.sa.worker = helper;
                 bounce_reason = BOUNCE_TAKEN;
             } else if (held) {
-                bounce_reason = BOUNCE_PENDING;
+                response = RESPOND_PENDING;
             } else if (newer) {
                 bounce_reason = BOUNCE_NOT_HELD;
             } else {
@@ -191,9 +212,10 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
             } else if (newer) {
-                if (state == SLOT_AGGREGATING) {
+                if (unfinished) {
                     evictions.count((bit<32>)meta.job_index);
                 }
+                held_run = hdr.sa.run;
                 held_chunk = hdr.sa.chunk;
                 state = SLOT_AGGREGATING;
                 bitmap = meta.worker_bit;
@@ -221,8 +243,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     lane_op = LANES_LOAD;    /* the fan-in was lowered since: complete now */
                     response = RESPOND_ABSORB;
                 } else {
-                    response = RESPOND_BOUNCE;
-                    bounce_reason = BOUNCE_PENDING;
+                    response = RESPOND_PENDING;
                 }
             } else {
                 bitmap = bitmap | meta.worker_bit;
@@ -299,6 +320,15 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             multicast_to_job();
         } else if (response == RESPOND_CONTROLLER) {
             report_to_controller();
+        } else if (response == RESPOND_PENDING) {
+            /* To every worker of the job: one worker's question answers all of them. A worker
+             * missing from the bitmap learns its contribution was lost and sends it again; the
+             * others learn the chunk is alive and hold back their own questions. */
+            hdr.sa.op = OP_BOUNCE;
+            hdr.sa.reason = BOUNCE_PENDING;
+            hdr.sa.bitmap = bitmap;
+            hdr.sa.count = count;
+            multicast_to_job();
         }
     }
 }

@@ -1,11 +1,12 @@
 /* Job isolation and anti-spoofing (docs/protocol.md §6): which job a packet belongs to, whether
  * its sender is a registered worker of that job on the right port with the right addresses, and
- * whether its slot lies in the job's range. A job aggregated by another switch is marked transit
- * here: its packets are forwarded like any other traffic. */
+ * whether its slot lies in the job's range; for a HELPER_DATA, the port of the helper it goes to.
+ * A job aggregated by another switch is marked transit here: its packets are forwarded like any
+ * other traffic. */
 #ifndef SA_ATP_JOB_ADMISSION_P4
 #define SA_ATP_JOB_ADMISSION_P4
 
-control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metadata_t sm,
+control JobAdmission(in headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm,
                      in bool host_op) {
     action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<8> fan_in,
                    bit<32> expected, bit<16> group, bit<1> inband_fanin) {
@@ -49,6 +50,24 @@ control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metada
         size = MAX_WORKER_ENTRIES;
     }
 
+    /* A HELPER_DATA goes through the switch to its helper, from the switch's address. */
+    action to_helper(bit<9> port) {
+        sm.egress_spec = port;
+        meta.to_worker = 1;
+        meta.dest_worker = hdr.sa.reason;
+    }
+
+    /* One entry per (job, worker): the port the worker is reached on. */
+    table worker_ports {
+        key = {
+            hdr.sa.job: exact;
+            hdr.sa.reason: exact;   /* in HELPER_DATA: the helper */
+        }
+        actions = { to_helper; NoAction; }
+        default_action = NoAction();
+        size = MAX_WORKER_ENTRIES;
+    }
+
     apply {
         if (!jobs.apply().hit) {
             meta.drop_reason = DROP_UNKNOWN_JOB;
@@ -60,6 +79,8 @@ control JobAdmission(in headers_t hdr, inout metadata_t meta, in standard_metada
             meta.drop_reason = DROP_UNREGISTERED;
         } else if (hdr.sa.slot >= meta.num_slots) {
             meta.drop_reason = DROP_SLOT_RANGE;
+        } else if (hdr.sa.op == OP_HELPER_DATA && !worker_ports.apply().hit) {
+            meta.drop_reason = DROP_UNREGISTERED;   /* no such helper in the job */
         }
     }
 }

@@ -1,9 +1,10 @@
-/* Per-replica addressing of multicast results: each copy of a RESULT or PARTIAL gets the MAC,
- * IPv4 address and UDP port of the worker it goes to (replica id = worker id). */
+/* Addressing of what the switch sends to a worker: each multicast copy of a RESULT, PARTIAL or
+ * PENDING bounce (replica id = worker id), and a HELPER_DATA forwarded to its helper, gets the
+ * MAC, IPv4 address and UDP port of the worker it goes to. */
 #ifndef SA_ATP_REPLICA_REWRITE_P4
 #define SA_ATP_REPLICA_REWRITE_P4
 
-control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta, in standard_metadata_t sm) {
+control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta) {
     action to_worker(mac_addr_t mac, ipv4_addr_t ip, bit<16> udp_port) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
@@ -18,7 +19,7 @@ control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta, in standard_m
     table replicas {
         key = {
             hdr.sa.job: exact;
-            sm.egress_rid: exact;
+            meta.dest_worker: exact;
         }
         actions = { to_worker; no_replica; }
         default_action = no_replica();

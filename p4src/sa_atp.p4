@@ -6,6 +6,7 @@
 #include "include/constants.p4"
 #include "include/headers.p4"
 #include "parser.p4"
+#include "source_guard.p4"
 #include "forwarding.p4"
 #include "job_admission.p4"
 #include "drop_simulator.p4"
@@ -14,27 +15,39 @@
 #include "packet_stats.p4"
 
 control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    SourceGuard() source_guard;
     JobAdmission() admission;
     DropSimulator() drop_sim;
     Aggregator() aggregator;
     L2Forwarding() l2;
-    PacketStats() stats;
+    PacketStats(true) stats;
 
     apply {
         bit<4> rx_op = 0;
         bool use_l2 = false;
-        if (hdr.sa.isValid()) {
+        if (hdr.sa.isValid() && !hdr.packet_out.isValid()) {
             rx_op = hdr.sa.op;
         }
 
+        if (hdr.packet_out.isValid()) {
+            /* A management request (counted by the aggregator, not here). */
+            bool known_op = hdr.packet_out.opcode == MGMT_READ_AGGREGATOR
+                            || hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR;
+            if (known_op && sm.parser_error == error.NoError && hdr.lanes.isValid()
+                    && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
+                aggregator.apply(hdr, meta, sm);
+            } else {
+                mark_to_drop(sm);
+            }
+            return;
+        }
         if (sm.parser_error != error.NoError || sm.checksum_error == 1) {
             meta.drop_reason = DROP_MALFORMED;
-        } else if (hdr.packet_out.isValid()) {
-            if (hdr.lanes.isValid() && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
-                aggregator.apply(hdr, meta, sm);   /* management request */
-            } else {
-                meta.drop_reason = DROP_MALFORMED;
-            }
+        } else {
+            source_guard.apply(hdr, meta);
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            /* malformed or spoofed: counted and dropped below */
         } else if (!hdr.sa.isValid()) {
             use_l2 = true;
         } else {
@@ -53,7 +66,12 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
                 }
                 if (meta.drop_reason == DROP_NONE) {
                     if (rx_op == OP_HELPER_DATA) {
-                        use_l2 = true;
+                        /* On to its helper (admission chose the port), from the address it
+                         * was sent to: the switch's. */
+                        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+                        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+                        hdr.udp.src_port = SA_ATP_UDP_PORT;
+                        hdr.udp.checksum = 0;
                     } else {
                         aggregator.apply(hdr, meta, sm);
                     }
@@ -62,7 +80,7 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
         }
 
         if (use_l2) {
-            l2.apply(hdr, sm);
+            l2.apply(hdr, meta, sm);
         }
         stats.apply(meta.job_index, rx_op, meta.drop_reason);
         if (meta.drop_reason != DROP_NONE) {
@@ -74,18 +92,24 @@ control SaAtpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_
 control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     ReplicaRewrite() replica_rewrite;
     DropSimulator() drop_sim;
-    PacketStats() stats;
+    PacketStats(false) stats;
 
     apply {
         if (sm.egress_port == CPU_PORT) {
             return;   /* management reply: no rewrite, no loss, not counted */
         }
+        bool to_worker = meta.to_worker == 1;   /* a HELPER_DATA on its way to its helper */
         if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {
             if (meta.to_job == 1) {
-                replica_rewrite.apply(hdr, meta, sm);
+                meta.dest_worker = (bit<8>)sm.egress_rid;
+                to_worker = true;
             } else if (sm.egress_port == sm.ingress_port) {
                 mark_to_drop(sm);   /* never flood a frame back out of the port it came in on */
+                return;
             }
+        }
+        if (to_worker) {
+            replica_rewrite.apply(hdr, meta);
         }
         bit<4> tx_op = 0;
         if (hdr.sa.isValid() && meta.transit == 0) {

@@ -29,12 +29,12 @@ FRAME_DTYPE = np.dtype([
     ("udp_sport", ">u2"), ("udp_dport", ">u2"), ("udp_len", ">u2"), ("udp_csum", ">u2"),
     ("ver_op", "u1"), ("flags", "u1"), ("job", ">u2"), ("slot", ">u2"), ("worker", "u1"),
     ("reason", "u1"), ("chunk", ">u4"), ("bitmap", ">u4"), ("count", "u1"), ("fanin", "u1"),
-    ("scale", ">u2"), ("exp", ">u2"),
+    ("scale", ">u2"), ("exp", ">u2"), ("run", ">u4"),
     ("lanes", ">i4", (P.LANES,)),
 ])
 assert FRAME_DTYPE.itemsize == P.FRAME_LEN
 
-HEADER_STRUCT = struct.Struct("!BBHHBBIIBBHH")
+HEADER_STRUCT = struct.Struct("!BBHHBBIIBBHHI")
 assert HEADER_STRUCT.size == P.HEADER_LEN
 _L2L4_STRUCT = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
 _IP_HEADER = struct.Struct("!BBHHHBBH4s4s")
@@ -87,7 +87,7 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Header:
-    """The 22-byte SA-ATP header (docs/protocol.md §2)."""
+    """The 26-byte SA-ATP header (docs/protocol.md §2)."""
 
     op: int
     job: int
@@ -101,13 +101,15 @@ class Header:
     fanin: int = 0
     scale: int = 0
     exp: int = 0
+    run: int = 0
     version: int = P.VERSION
 
     def pack(self) -> bytes:
         try:
             return HEADER_STRUCT.pack(
                 (self.version << 4) | self.op, self.flags, self.job, self.slot, self.worker,
-                self.reason, self.chunk, self.bitmap, self.count, self.fanin, self.scale, self.exp)
+                self.reason, self.chunk, self.bitmap, self.count, self.fanin, self.scale, self.exp,
+                self.run)
         except struct.error as exc:
             raise ValueError(f"header field out of range in {self}: {exc}") from None
 
@@ -117,7 +119,7 @@ class Header:
             raise MalformedPacket(
                 f"truncated SA-ATP header: {len(buf) - offset} bytes, need {P.HEADER_LEN}")
         (ver_op, flags, job, slot, worker, reason, chunk, bitmap, count, fanin, scale,
-         exp) = HEADER_STRUCT.unpack_from(buf, offset)
+         exp, run) = HEADER_STRUCT.unpack_from(buf, offset)
         version, op = ver_op >> 4, ver_op & 0xF
         if version != P.VERSION:
             raise MalformedPacket(f"SA-ATP version {version}, expected {P.VERSION}")
@@ -127,7 +129,7 @@ class Header:
             raise MalformedPacket(f"reserved SA-ATP flag bits set: {flags:#04x}")
         return cls(op=P.Op(op), job=job, slot=slot, worker=worker, chunk=chunk, flags=flags,
                    reason=reason, bitmap=bitmap, count=count, fanin=fanin, scale=scale,
-                   exp=exp, version=version)
+                   exp=exp, run=run, version=version)
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,8 @@ class FrameBatch:
         return np.repeat(self._template, n)
 
     def encode(self, *, op: int, job: int, worker: int, slot, chunk, flags=0, scale=0, exp=0,
-               bitmap=0, count=0, fanin=0, lanes=None, out: np.ndarray | None = None) -> np.ndarray:
+               bitmap=0, count=0, fanin=0, run=0, lanes=None, out: np.ndarray | None = None
+               ) -> np.ndarray:
         """Frames with the given fields; array arguments give one value per frame."""
         n = len(np.atleast_1d(chunk))
         frames = self.empty(n) if out is None else out
@@ -249,6 +252,7 @@ class FrameBatch:
         frames["bitmap"] = bitmap
         frames["count"] = count
         frames["fanin"] = fanin
+        frames["run"] = run
         if lanes is not None:
             frames["lanes"] = lanes
         return frames

@@ -11,16 +11,16 @@ import enum
 ETHERTYPE_IPV4 = 0x0800
 IP_PROTO_UDP = 17
 UDP_PORT = 0x5A7A  # 23162
-VERSION = 1
+VERSION = 2
 LANES = 64  # K: int32 values per packet
 
 ETH_LEN = 14
 IPV4_LEN = 20
 UDP_LEN = 8
-HEADER_LEN = 22  # the SA-ATP header
+HEADER_LEN = 26  # the SA-ATP header
 PAYLOAD_LEN = 4 * LANES
-FRAME_LEN = ETH_LEN + IPV4_LEN + UDP_LEN + HEADER_LEN + PAYLOAD_LEN  # 320
-LANES_OFFSET = FRAME_LEN - PAYLOAD_LEN  # 64: lanes are 8-byte aligned in a frame buffer
+FRAME_LEN = ETH_LEN + IPV4_LEN + UDP_LEN + HEADER_LEN + PAYLOAD_LEN  # 324
+LANES_OFFSET = FRAME_LEN - PAYLOAD_LEN  # 68: lanes are 4-byte aligned in a frame buffer
 
 MAX_WORKERS = 32  # bitmaps are 32 bits wide
 EXP_BIAS = 0x8000  # scale and exp fields carry exponent + EXP_BIAS
@@ -59,6 +59,7 @@ class Bounce(enum.IntEnum):
     TAKEN = 3
     NOT_HELD = 4
     SCALE_MISMATCH = 5
+    OLD_RUN = 6
 
 
 class SlotState(enum.IntEnum):
@@ -78,6 +79,8 @@ class DropReason(enum.IntEnum):
     NOT_EXPECTED = 6
     SIM = 7
     NO_REPLICA = 8
+    SPOOFED = 9
+    NO_FLOOD = 10
 
 
 # Switch resources (p4src/include/constants.p4).

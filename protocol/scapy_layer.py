@@ -45,6 +45,7 @@ class SaAtp(Packet):
         ByteField("fanin", 0),
         XShortField("scale", 0),
         XShortField("exp", 0),
+        XIntField("run", 0),
         FieldListField("lanes", [0] * P.LANES, SignedIntField("", 0), count_from=lambda _: P.LANES),
     ]
 

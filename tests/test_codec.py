@@ -35,7 +35,7 @@ headers = st.builds(
     slot=st.integers(0, 0xFFFF), worker=st.integers(0, 255), chunk=st.integers(0, 2**32 - 1),
     flags=st.integers(0, P.KNOWN_FLAGS), reason=st.integers(0, 255),
     bitmap=st.integers(0, 2**32 - 1), count=st.integers(0, 255), fanin=st.integers(0, 255),
-    scale=st.integers(0, 0xFFFF), exp=st.integers(0, 0xFFFF))
+    scale=st.integers(0, 0xFFFF), exp=st.integers(0, 0xFFFF), run=st.integers(0, 2**32 - 1))
 
 
 def scapy_frame(src: Endpoint, dst: Endpoint, h: Header, lanes) -> Ether:
@@ -43,7 +43,8 @@ def scapy_frame(src: Endpoint, dst: Endpoint, h: Header, lanes) -> Ether:
             / UDP(sport=src.port, dport=dst.port, chksum=0)
             / SaAtp(version=h.version, op=h.op, flags=h.flags, job=h.job, slot=h.slot,
                     worker=h.worker, reason=h.reason, chunk=h.chunk, bitmap=h.bitmap,
-                    count=h.count, fanin=h.fanin, scale=h.scale, exp=h.exp, lanes=list(lanes)))
+                    count=h.count, fanin=h.fanin, scale=h.scale, exp=h.exp, run=h.run,
+                    lanes=list(lanes)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -59,7 +60,7 @@ def test_codec_and_scapy_agree_field_by_field(smac, sip, dmac, dip, port, h, lan
     dissected = Ether(ours)
     layer = dissected[SaAtp]
     for name in ("version", "op", "flags", "job", "slot", "worker", "reason", "chunk", "bitmap",
-                 "count", "fanin", "scale", "exp"):
+                 "count", "fanin", "scale", "exp", "run"):
         assert int(layer.getfieldval(name)) == getattr(h, name), name
     assert layer.lanes == lanes
 
@@ -112,7 +113,7 @@ def patched(offset: int, value: bytes, fix_checksum: bool = True) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("length", [0, 13, 41, 42, 63, 64, 100, 319])
+@pytest.mark.parametrize("length", [0, 13, 41, 42, 63, 67, 68, 100, P.FRAME_LEN - 1])
 def test_truncated_frames_are_refused_with_their_length(length):
     with pytest.raises(MalformedPacket, match=f"{length} bytes"):
         decode_frame(good_frame()[:length])
@@ -124,8 +125,8 @@ def test_truncated_frames_are_refused_with_their_length(length):
     (patched(23, b"\x06"), "protocol 6"),
     (patched(24, b"\x12\x34", fix_checksum=False), "IPv4 checksum 0x1234"),
     (patched(34, b"\x00\x35\x00\x35"), "neither is the SA-ATP port"),
-    (patched(42, b"\x21"), "version 2"),
-    (patched(42, b"\x1f"), "unknown SA-ATP op 15"),
+    (patched(42, bytes([(P.VERSION - 1) << 4 | 1])), f"version {P.VERSION - 1}"),
+    (patched(42, bytes([P.VERSION << 4 | 15])), "unknown SA-ATP op 15"),
     (patched(43, b"\x80"), "reserved SA-ATP flag"),
 ])
 def test_malformed_frames_are_refused_naming_the_problem(buf, message):
@@ -134,7 +135,8 @@ def test_malformed_frames_are_refused_naming_the_problem(buf, message):
 
 
 def test_valid_mask_flags_bad_frames_in_a_batch():
-    bufs = [good_frame(), patched(42, b"\x21"), patched(12, b"\x86\xdd"), good_frame(),
+    bufs = [good_frame(), patched(42, bytes([(P.VERSION + 1) << 4 | 1])),
+            patched(12, b"\x86\xdd"), good_frame(),
             patched(43, b"\x80")]
     assert valid_mask(frames_from_bytes(b"".join(bufs))).tolist() == [True, False, False, True,
                                                                         False]

@@ -2,6 +2,7 @@
 reconciliation after a restart, and the CLI."""
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -164,3 +165,61 @@ def test_cli_walkthrough(target, tmp_path, capsys):
     assert run("status")["jobs"]["7"]["fan_in"] == 1
     assert cli.main([*base, "job", "add", str(tmp_path / "missing.toml")]) == 1
     assert "cannot read job spec" in capsys.readouterr().err
+
+
+def test_a_controller_with_a_lower_election_id_cannot_change_the_switch(target, controller):
+    import grpc
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+    from control_plane.connection import SwitchError
+
+    primary = Controller(target.address, PORTS, election_id=10).connect()
+    primary.admit(spec(1))
+    before = switch_contents(primary)
+    with pytest.raises(SwitchError, match="not primary"):
+        Controller(target.address, PORTS, election_id=5).connect()
+    # Nor can it write without arbitrating: the switch itself refuses the lower election id.
+    entry = primary.admission.job_entry(primary.jobs[1])
+    request = p4runtime_pb2.WriteRequest(device_id=0)
+    request.election_id.low = 5
+    update = request.updates.add(type=p4runtime_pb2.Update.DELETE)
+    update.entity.table_entry.CopyFrom(entry.to_proto(primary.conn.p4info))
+    with grpc.insecure_channel(target.address) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            p4runtime_pb2_grpc.P4RuntimeStub(channel).Write(request, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert switch_contents(primary) == before
+    primary.close()
+
+
+def test_counters_say_what_happened_on_the_wire(target, controller):
+    """Management requests have their own counter and are not traffic of no job; egress counts
+    the copies that left, not the flood copy pruned at the ingress port; ops no host may send are
+    counted too; the job's packet counters equal the frames seen on the ports."""
+    a = spec(1, n=3, slots=8)
+    controller.admit(a)
+    counts = controller.counters()
+    assert counts["management"]["CLEAR_AGGREGATOR"] == 2 * a.slots
+    assert "OTHER" not in counts["ingress"]["packets"]
+
+    arp = b"\xff" * 6 + bytes.fromhex("020000009901") + b"\x08\x06" + bytes(46)
+    copies = target.send(1, arp)
+    counts = controller.counters()
+    assert len(copies) == 3
+    assert counts["ingress"]["packets"]["OTHER"] == 1
+    assert counts["egress"]["packets"]["OTHER"] == len(copies)
+
+    seen = Counter()
+    for chunk in range(4):
+        for w in range(3):
+            for _, f in contribute(target, a, w, chunk, 1):
+                seen[f.header.op.name] += 1
+    w = a.worker(0)
+    bad = bytearray(encode_frame(Frame(Endpoint(w.mac, w.ip, w.udp_port), SWITCH,
+                                       Header(op=P.Op.DATA, job=1, worker=0))))
+    bad[42] = (P.VERSION << 4) | 9  # an op no host may send
+    assert target.send(w.port, bytes(bad)) == []
+    counts = controller.counters(1)
+    assert counts["egress"]["packets"] == dict(seen) == {"RESULT": 12}
+    assert counts["ingress"]["packets"] == {"DATA": 12, "OP_9": 1}
+    assert counts["ingress"]["drops"] == {"BAD_OP": 1}

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from control_plane.controller import Controller
+from host_lib.runs import new_run_id
 from protocol.constants import CPU_PORT
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
@@ -73,14 +74,14 @@ class VethCluster:
             subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
 
 
-def _worker(ns: str, spec, worker: int, link_kind: str, results) -> None:
+def _worker(ns: str, spec, worker: int, run: int, link_kind: str, results) -> None:
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
     from host_lib.links import RawEthernetLink
     from host_lib.udp_link import UdpSocketLink
 
     try:
         _InNamespace(ns).__enter__()  # this process lives in the worker's namespace
-        config = CommunicatorConfig.from_spec(spec, worker, silence_timeout=20.0)
+        config = CommunicatorConfig.from_spec(spec, worker, run, silence_timeout=20.0)
         me = spec.worker(worker)
         if link_kind == "udp":
             link = UdpSocketLink(config.local, config.switch, config.peers)
@@ -119,7 +120,8 @@ def test_exact_sums_through_the_switch_on_veth_links(link_kind):
         controller.set_loss(0.01, direction="ingress")
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
-        procs = [ctx.Process(target=_worker, args=(cluster.worker_ns[w.id], spec, w.id,
+        run = new_run_id()
+        procs = [ctx.Process(target=_worker, args=(cluster.worker_ns[w.id], spec, w.id, run,
                                                    link_kind, results), daemon=True)
                  for w in spec.workers]
         for p in procs:

@@ -49,7 +49,7 @@ def test_scalars_match():
 
 def test_every_shared_p4_constant_has_a_python_mirror():
     """A constant added to constants.p4 must be mirrored here (or listed as P4-internal)."""
-    p4_internal = {"STATS_SIZE", "MAX_WORKER_ENTRIES", "INSTANCE_TYPE_REPLICATION"}
+    p4_internal = {"STATS_SIZE", "MAX_WORKER_ENTRIES", "INSTANCE_TYPE_REPLICATION", "MGMT_OPCODES"}
     p4_internal |= {k for k in p4_constants() if k.startswith(("LANES_", "RESPOND_"))}
     renamed = {"SA_ATP_UDP_PORT": "UDP_PORT", "SA_ATP_VERSION": "VERSION"}
     enum_prefixes = ("OP_", "FLAG_", "BOUNCE_", "SLOT_", "DROP_")

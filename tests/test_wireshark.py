@@ -73,12 +73,11 @@ def capture(pcap_dir: Path, run_dir: Path) -> list[bytes]:
         sent += [job.frame(0, P.Op.DATA, 5, a, **data),
                  job.frame(0, P.Op.DATA, 5, a, flags=P.Flag.RETX, **data)]
         w0.send(sent[-2]), w0.send(sent[-1])
-        expect(w0, P.Op.BOUNCE)
+        expect(w0, P.Op.BOUNCE), expect(w1, P.Op.BOUNCE)  # PENDING goes to every worker
         sent.append(job.frame(1, P.Op.TAKEOVER, 5))
         w1.send(sent[-1])
         expect(w0, P.Op.PARTIAL), expect(w1, P.Op.PARTIAL)
-        sent.append(job.frame(0, P.Op.HELPER_DATA, 5, a, dst=job.endpoint(1),
-                              flags=P.Flag.COPY, **data))
+        sent.append(job.frame(0, P.Op.HELPER_DATA, 5, a, reason=1, flags=P.Flag.COPY, **data))
         w0.send(sent[-1])
         expect(w1, P.Op.HELPER_DATA)
         sent.append(job.frame(1, P.Op.HELPER_RESULT, 5, a + b, bitmap=0b11, count=2, **data))

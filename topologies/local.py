@@ -20,6 +20,7 @@ from pathlib import Path
 
 from control_plane.controller import Controller
 from control_plane.jobs import JobSpec, WorkerSpec
+from host_lib.runs import new_run_id
 from topologies.switch_process import EMBEDDED, SwitchProcess, free_tcp_port, udp_ports
 
 SWITCH_MAC = "02:00:00:00:00:fe"
@@ -40,6 +41,7 @@ class WorkerContext:
 
     spec: JobSpec
     worker: int
+    run: int  # the run's identity, the same for every worker of one start_workers call
     switch_udp: tuple[str, int]
     dist_port: int | None  # torch.distributed rendezvous port of the job, if any
     comm_options: dict
@@ -56,6 +58,7 @@ class LocalCluster:
                                     log_level=log_level)
         self.controller = Controller(self.switch.grpc_address, ports)
         self.run_dir = Path(run_dir)
+        self._last_run = 0
 
     def start(self) -> LocalCluster:
         self.switch.start()
@@ -76,10 +79,15 @@ class LocalCluster:
         self.stop()
 
     def contexts(self, job_id: int, distributed: bool = False, impairment: dict | None = None,
-                 link_mode: str | None = None, **comm_options) -> list[WorkerContext]:
+                 link_mode: str | None = None, run: int | None = None,
+                 **comm_options) -> list[WorkerContext]:
+        """What each worker of a job needs: every call is a new run of the job (as each
+        torchrun launch is), unless ``run`` names one."""
         spec = self.jobs[job_id]
         dist_port = free_tcp_port() if distributed else None
-        return [WorkerContext(spec, w.id, self.switch.udp_ports[w.port], dist_port,
+        if run is None:
+            run = self._last_run = max(new_run_id(), self._last_run + 1)
+        return [WorkerContext(spec, w.id, run, self.switch.udp_ports[w.port], dist_port,
                               comm_options, _impairment_of(impairment, w.id), link_mode)
                 for w in spec.workers]
 
@@ -194,7 +202,7 @@ def _communicator(ctx: WorkerContext):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{ctx.dist_port}",
                                 rank=ctx.worker, world_size=len(ctx.spec.workers))
         fallback = FallbackGroup(dist.group.WORLD)
-    config = CommunicatorConfig.from_spec(ctx.spec, ctx.worker, **ctx.comm_options)
+    config = CommunicatorConfig.from_spec(ctx.spec, ctx.worker, ctx.run, **ctx.comm_options)
     link = UdpTunnelLink(ctx.switch_udp, mode=ctx.link_mode)
     if ctx.impairment:
         link = ImpairedLink(link, **{"seed": ctx.worker, **ctx.impairment})

@@ -32,6 +32,7 @@ from mininet.net import Mininet
 
 from control_plane.controller import Controller
 from control_plane.jobs import JobSpec
+from host_lib.runs import new_run_id
 from topologies.local import WorkerFailed
 from topologies.mininet_nodes import Ipv4OnlyHost, P4RuntimeSwitch
 from topologies.mininet_topos import SaAtpTopo, WorkerPlace
@@ -150,7 +151,8 @@ class MininetCluster:
         try:
             spec_path = self.run_dir / "job.toml"
             spec_path.write_text(self.spec.to_toml())
-            started = {place: self._start_worker(place, calls[place.worker], spec_path,
+            run = new_run_id()
+            started = {place: self._start_worker(place, calls[place.worker], spec_path, run,
                                                  silence_timeout)
                        for place in self.topo.workers}
             self.progress(f"{len(started)} workers started")
@@ -169,7 +171,7 @@ class MininetCluster:
         return self.run_dir / f"{host}.{what}"
 
     def _start_worker(self, place: WorkerPlace, arrays: list[np.ndarray], spec_path: Path,
-                      silence_timeout: float) -> subprocess.Popen:
+                      run: int, silence_timeout: float) -> subprocess.Popen:
         calls_path = self._path(place.host, "calls.npz")
         np.savez(calls_path, **{f"call{i}": a for i, a in enumerate(arrays)})
         self._path(place.host, "results.npz").unlink(missing_ok=True)
@@ -180,7 +182,7 @@ class MininetCluster:
                  "--worker", str(place.worker), "--interface", host.defaultIntf().name,
                  "--calls", str(calls_path), "--results", str(self._path(place.host,
                                                                           "results.npz")),
-                 "--silence-timeout", str(silence_timeout)],
+                 "--run", str(run), "--silence-timeout", str(silence_timeout)],
                 stdout=subprocess.PIPE, stderr=log, env={**os.environ, "OMP_NUM_THREADS": "1"})
         self._workers.append(proc)
         return proc

@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interface", required=True, help="the host's interface to the switch")
     p.add_argument("--calls", required=True, help=".npz with the inputs call0, call1, ...")
     p.add_argument("--results", required=True, help=".npz to write the results to")
+    p.add_argument("--run", type=int, required=True,
+                   help="the run's identity, the same for every worker (host_lib/runs.py)")
     p.add_argument("--silence-timeout", type=float, default=20.0,
                    help="fail a call when the switch says nothing for this long (s)")
     args = p.parse_args(argv)
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(args.spec)
     me = spec.worker(args.worker)
     link = RawEthernetLink(args.interface, me.ip, me.udp_port)
-    config = CommunicatorConfig.from_spec(spec, args.worker, silence_timeout=args.silence_timeout)
+    config = CommunicatorConfig.from_spec(spec, args.worker, args.run,
+                                          silence_timeout=args.silence_timeout)
     results = {}
     with SwitchCommunicator(config, link) as comm:
         for i, values in enumerate(load_calls(args.calls)):

@@ -27,12 +27,14 @@ class AggregatorState:
     scale: int
     exp: int
     helper: int
+    run: int
     lanes: tuple[int, ...]
 
 
 class Aggregator:
     def __init__(self, path: str = "SaAtpIngress.aggregator"):
         self.evictions_counter = f"{path}.evictions"
+        self.management_counter = f"{path}.management"
 
     def read(self, conn: SwitchConnection, indices) -> list[AggregatorState]:
         return self._request(conn, P.MGMT_READ_AGGREGATOR, list(indices))
@@ -44,10 +46,14 @@ class Aggregator:
             raise SwitchError(f"aggregators {dirty[:8]} did not clear")
 
     def evictions(self, conn: SwitchConnection, job_index: int) -> int:
-        entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = conn.p4info.counter(self.evictions_counter).preamble.id
-        entity.counter_entry.index.index = job_index
-        return sum(e.counter_entry.data.packet_count for e in conn.read(entity))
+        return _packets(conn, self.evictions_counter, job_index)
+
+    def management(self, conn: SwitchConnection) -> dict[str, int]:
+        """Management requests the switch handled, per kind."""
+        return {"READ_AGGREGATOR": _packets(conn, self.management_counter,
+                                            P.MGMT_READ_AGGREGATOR),
+                "CLEAR_AGGREGATOR": _packets(conn, self.management_counter,
+                                             P.MGMT_CLEAR_AGGREGATOR)}
 
     @staticmethod
     def _request(conn: SwitchConnection, opcode: int, indices: list[int],
@@ -77,9 +83,16 @@ class Aggregator:
         return [replies[i] for i in indices]
 
 
+def _packets(conn: SwitchConnection, counter: str, index: int) -> int:
+    entity = p4runtime_pb2.Entity()
+    entity.counter_entry.counter_id = conn.p4info.counter(counter).preamble.id
+    entity.counter_entry.index.index = index
+    return sum(e.counter_entry.data.packet_count for e in conn.read(entity))
+
+
 def _decode(index: int, payload: bytes) -> AggregatorState:
     h = Header.unpack(payload, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
     lanes = frame_lanes(payload)
     return AggregatorState(index=index, state=P.SlotState(h.reason), chunk=h.chunk,
                            bitmap=h.bitmap, count=h.count, scale=h.scale, exp=h.exp,
-                           helper=h.worker, lanes=tuple(int(v) for v in lanes))
+                           helper=h.worker, run=h.run, lanes=tuple(int(v) for v in lanes))

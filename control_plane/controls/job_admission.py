@@ -1,4 +1,5 @@
-"""control JobAdmission (p4src/job_admission.p4): tables ``jobs`` and ``workers``."""
+"""control JobAdmission (p4src/job_admission.p4): tables ``jobs``, ``workers`` and
+``worker_ports``."""
 
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ class JobAdmission:
         self.set_job = f"{path}.set_job"
         self.set_worker = f"{path}.set_worker"
         self.transit = f"{path}.transit"
+        self.ports_table = f"{path}.worker_ports"
+        self.to_helper = f"{path}.to_helper"
 
     @property
     def tables(self) -> tuple[str, ...]:
-        return (self.jobs_table, self.workers_table)
+        return (self.jobs_table, self.workers_table, self.ports_table)
 
     def job_entry(self, job: AdmittedJob) -> TableEntry:
         spec = job.spec
@@ -51,7 +54,9 @@ class JobAdmission:
             "hdr.sa.job": job.spec.id, "hdr.sa.worker": w.id, "sm.ingress_port": w.port,
             "hdr.ethernet.src_addr": int.from_bytes(mac_bytes(Endpoint(w.mac, w.ip).mac), "big"),
             "hdr.ipv4.src_addr": int.from_bytes(Endpoint(w.mac, w.ip).ip_raw, "big"),
-        }, self.set_worker, {"worker_bit": w.bit}) for w in job.spec.workers]
+        }, self.set_worker, {"worker_bit": w.bit}) for w in job.spec.workers] + [
+            TableEntry.make(self.ports_table, {"hdr.sa.job": job.spec.id, "hdr.sa.reason": w.id},
+                            self.to_helper, {"port": w.port}) for w in job.spec.workers]
 
     def decode_job(self, entry: TableEntry) -> JobConfig | None:
         """The job an entry admits, or None for a transit entry."""

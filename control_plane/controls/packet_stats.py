@@ -27,7 +27,10 @@ class PacketStats:
 
 
 def _op_names() -> dict[int, str]:
-    return {0: "OTHER", **{op.value: op.name for op in P.Op}}
+    """Every index the switch counts: op 0 is non-SA-ATP traffic, and ops no host may send
+    (BAD_OP drops) are counted under their number."""
+    names = {i: f"OP_{i}" for i in range(P.STATS_PER_JOB)}
+    return {**names, 0: "OTHER", **{op.value: op.name for op in P.Op}}
 
 
 def _reason_names() -> dict[int, str]:

@@ -1,4 +1,5 @@
-"""control ReplicaRewrite (p4src/replica_rewrite.p4): table ``replicas``."""
+"""control ReplicaRewrite (p4src/replica_rewrite.p4): table ``replicas``, the addresses
+of each worker of a job, for its multicast copies and the HELPER_DATA forwarded to it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class ReplicaRewrite:
         for w in job.spec.workers:
             ep = Endpoint(w.mac, w.ip, w.udp_port)
             out.append(TableEntry.make(
-                self.table, {"hdr.sa.job": job.spec.id, "sm.egress_rid": w.id}, self.to_worker,
+                self.table, {"hdr.sa.job": job.spec.id, "meta.dest_worker": w.id}, self.to_worker,
                 {"mac": int.from_bytes(ep.mac_raw, "big"),
                  "ip": int.from_bytes(ep.ip_raw, "big"), "udp_port": w.udp_port}))
         return out

@@ -6,7 +6,7 @@
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<16> SA_ATP_UDP_PORT = 0x5A7A;   /* 23162 */
-const bit<4>  SA_ATP_VERSION = 1;
+const bit<4>  SA_ATP_VERSION = 2;
 
 /* Packet types (hdr.sa.op). */
 const bit<4> OP_DATA          = 1;
@@ -30,6 +30,7 @@ const bit<8> BOUNCE_STALE          = 2;
 const bit<8> BOUNCE_TAKEN          = 3;
 const bit<8> BOUNCE_NOT_HELD       = 4;
 const bit<8> BOUNCE_SCALE_MISMATCH = 5;
+const bit<8> BOUNCE_OLD_RUN        = 6;   /* the slot holds a newer run of the job */
 
 /* Aggregator states (slot_state register). */
 const bit<8> SLOT_EMPTY       = 0;
@@ -44,14 +45,15 @@ const bit<3> LANES_ADD   = 2;   /* add the packet's lanes to the sum */
 const bit<3> LANES_LOAD  = 3;   /* copy the sum into the packet */
 const bit<3> LANES_CLEAR = 4;   /* zero the sum */
 
-const bit<3> RESPOND_NONE          = 0;
-const bit<3> RESPOND_ABSORB        = 1;   /* summed, nothing to send */
-const bit<3> RESPOND_BOUNCE        = 2;
-const bit<3> RESPOND_COPY          = 3;   /* unicast copy of the stored result */
-const bit<3> RESPOND_RESULT        = 4;   /* multicast the completed result */
-const bit<3> RESPOND_PARTIAL       = 5;   /* multicast the partial to the helper and the job */
-const bit<3> RESPOND_HELPER_RESULT = 6;   /* multicast a helper's result */
-const bit<3> RESPOND_CONTROLLER    = 7;   /* management reply to the CPU port */
+const bit<4> RESPOND_NONE          = 0;
+const bit<4> RESPOND_ABSORB        = 1;   /* summed, nothing to send */
+const bit<4> RESPOND_BOUNCE        = 2;
+const bit<4> RESPOND_COPY          = 3;   /* unicast copy of the stored result */
+const bit<4> RESPOND_RESULT        = 4;   /* multicast the completed result */
+const bit<4> RESPOND_PARTIAL       = 5;   /* multicast the partial to the helper and the job */
+const bit<4> RESPOND_HELPER_RESULT = 6;   /* multicast a helper's result */
+const bit<4> RESPOND_CONTROLLER    = 7;   /* management reply to the CPU port */
+const bit<4> RESPOND_PENDING       = 8;   /* BOUNCE(PENDING) to the sender and the missing */
 
 /* Drop reasons (index into the drops counters, per job). */
 const bit<4> DROP_NONE         = 0;
@@ -63,6 +65,8 @@ const bit<4> DROP_SLOT_RANGE   = 5;
 const bit<4> DROP_NOT_EXPECTED = 6;
 const bit<4> DROP_SIM          = 7;   /* the drop simulator */
 const bit<4> DROP_NO_REPLICA   = 8;   /* a multicast replica with no address entry */
+const bit<4> DROP_SPOOFED      = 9;   /* claims the switch's own address as its source */
+const bit<4> DROP_NO_FLOOD     = 10;  /* SA-ATP's port to an unknown destination: never flooded */
 
 /* Sizes. */
 #define NUM_SLOTS 4096                 /* slots in the pool; each is a pair of aggregators */
@@ -83,6 +87,7 @@ const bit<9> CPU_PORT = 255;
  * because P4Runtime register access is not implemented by bmv2's server (PI). */
 const bit<8> MGMT_READ_AGGREGATOR  = 1;
 const bit<8> MGMT_CLEAR_AGGREGATOR = 2;
+#define MGMT_OPCODES 3                 /* size of the management counter: opcodes 0..2 */
 
 /* v1model instance_type of a multicast replica. */
 const bit<32> INSTANCE_TYPE_REPLICATION = 5;

@@ -58,13 +58,14 @@ header sa_atp_h {
     bit<16> job;
     bit<16> slot;      /* job-relative */
     bit<8>  worker;    /* sender, or the helper in PARTIAL / BOUNCE(TAKEN) */
-    bit<8>  reason;    /* bounce reason */
+    bit<8>  reason;    /* bounce reason; in HELPER_DATA, the helper it goes to */
     bit<32> chunk;
     bit<32> bitmap;
     bit<8>  count;
     bit<8>  fanin;     /* in-band fan-in, 0 = the job's */
     bit<16> scale;     /* agreed quantization exponent + 0x8000; 0 = raw int32 */
     bit<16> exp;       /* block exponent + 0x8000 (max over contributors in results) */
+    bit<32> run;       /* the job run's identity; state of another run never matches */
 }
 
 #define LANE_FIELD(i) bit<32> v##i;
@@ -94,6 +95,8 @@ struct metadata_t {
     bit<32> worker_bit;    /* 1 << hdr.sa.worker, from the workers table */
     bit<1>  transit;       /* the job is aggregated by another switch: just forward */
     bit<1>  to_job;        /* multicast to the job's workers (not a flood) */
+    bit<1>  to_worker;     /* unicast to worker dest_worker (HELPER_DATA to its helper) */
+    bit<8>  dest_worker;   /* the worker a copy goes to: egress_rid, or the helper */
 }
 
 #endif

@@ -58,17 +58,25 @@ def test_interleaved_chunks_in_any_order(target, controller):
 
 
 def test_a_duplicate_is_added_once_and_answered_with_the_bitmap(target, controller):
+    """The PENDING bounce goes to every worker of the job, with the bitmap: one whose
+    contribution was lost hears of it, and the others hold back their own questions
+    (docs/protocol.md §4.2)."""
     job = Job(job_spec(1, 3), target)
     controller.admit(job.spec)
     a, b, c = (np.full(P.LANES, v, np.int32) for v in (10, 20, 40))
     assert job.data(0, 0, a) == []
-    [(port, bounce)] = job.data(0, 0, a, flags=P.Flag.RETX)
-    assert port == 1 and bounce.header.op == P.Op.BOUNCE
-    assert bounce.header.reason == P.Bounce.PENDING and bounce.header.bitmap == 0b001
-    assert (bounce.dst.ip, bounce.dst.port) == (job.endpoint(0).ip, job.endpoint(0).port)
-    np.testing.assert_array_equal(bounce.lanes, a)  # the sender's lanes, untouched
+    outs = job.data(0, 0, a, flags=P.Flag.RETX)
+    assert sorted(port for port, _ in outs) == [1, 2, 3]
+    for port, bounce in outs:
+        w = port - 1
+        assert bounce.header.op == P.Op.BOUNCE and bounce.header.worker == 0
+        assert bounce.header.reason == P.Bounce.PENDING and bounce.header.bitmap == 0b001
+        assert (bounce.dst.ip, bounce.dst.port) == (job.endpoint(w).ip, job.endpoint(w).port)
+        np.testing.assert_array_equal(bounce.lanes, a)  # the sender's lanes, untouched
     job.data(1, 0, b)
-    job.data(1, 0, b)
+    outs = job.data(1, 0, b)  # a question from worker 1 reaches the three workers too
+    assert sorted(port for port, _ in outs) == [1, 2, 3]
+    assert all(f.header.bitmap == 0b011 and f.header.worker == 1 for _, f in outs)
     outs = job.data(2, 0, c)
     assert_result_to_all(job, outs, 0, a + b + c, 0b111, 3)
 
@@ -154,8 +162,9 @@ def test_a_probe_reports_without_contributing(target, controller):
     [(_, b)] = job.data(2, 0, ONES, flags=P.Flag.PROBE)
     assert b.header.op == P.Op.BOUNCE and b.header.reason == P.Bounce.NOT_HELD
     job.data(0, 0, ONES)
-    [(_, b)] = job.data(2, 0, 5 * ONES, flags=P.Flag.PROBE)
-    assert b.header.reason == P.Bounce.PENDING and b.header.bitmap == 0b001
+    outs = job.data(2, 0, 5 * ONES, flags=P.Flag.PROBE)  # to every worker
+    assert sorted(port for port, _ in outs) == [1, 2, 3]
+    assert {(f.header.reason, f.header.bitmap) for _, f in outs} == {(P.Bounce.PENDING, 0b001)}
     job.data(1, 0, ONES)
     controller.set_membership(1, fan_in=2, expected=0b011)
     job.data(0, 0, ONES)  # the duplicate completes the chunk under the new fan-in

@@ -3,7 +3,7 @@
 import numpy as np
 
 from protocol import constants as P
-from tests.p4.packets import Job, assert_result_to_all, job_spec
+from tests.p4.packets import SWITCH, Job, assert_result_to_all, job_spec
 
 
 def partial_setup(target, controller):
@@ -88,10 +88,16 @@ def test_freed_slot_takes_the_next_chunks(target, controller):
     assert controller.read_slot(5, 0)[0].chunk == 2 * W  # not overwritten by the late result
 
 
-def test_helper_data_is_forwarded_to_the_helper(target, controller):
+def test_helper_data_goes_through_the_switch_to_the_helper(target, controller):
+    """Sent to the switch with the helper in ``reason``; it leaves on the helper's port,
+    addressed to the helper and from the switch, so the helper accepts only switch frames."""
     job, _, _, c = partial_setup(target, controller)
     helper = job.endpoint(1)
-    [(port, f)] = job.send(2, P.Op.HELPER_DATA, 0, c, dst=helper)
+    [(port, f)] = job.send(2, P.Op.HELPER_DATA, 0, c, reason=1)
     assert port == job.spec.worker(1).port and f.header.op == P.Op.HELPER_DATA
-    assert f.dst.mac == helper.mac and f.src.ip == job.endpoint(2).ip
+    assert (f.dst.mac, f.dst.ip, f.dst.port) == (helper.mac, helper.ip, helper.port)
+    assert (f.src.mac, f.src.ip, f.src.port) == (SWITCH.mac, SWITCH.ip, P.UDP_PORT)
+    assert f.header.worker == 2  # the contributor, as the switch checked it
     np.testing.assert_array_equal(f.lanes, c)
+    assert job.send(2, P.Op.HELPER_DATA, 0, c, reason=9) == []  # no such helper
+    assert controller.counters(5)["ingress"]["drops"] == {"UNREGISTERED": 1}

@@ -7,7 +7,7 @@
 
 local sa_atp = Proto("sa_atp", "SA-ATP in-network aggregation")
 local op_names = { [1] = "DATA", [2] = "RESULT", [3] = "BOUNCE", [4] = "TAKEOVER", [5] = "PARTIAL", [6] = "HELPER_DATA", [7] = "HELPER_RESULT" }
-local bounce_names = { [1] = "PENDING", [2] = "STALE", [3] = "TAKEN", [4] = "NOT_HELD", [5] = "SCALE_MISMATCH" }
+local bounce_names = { [1] = "PENDING", [2] = "STALE", [3] = "TAKEN", [4] = "NOT_HELD", [5] = "SCALE_MISMATCH", [6] = "OLD_RUN" }
 
 local fields = {
     version = ProtoField.uint8("sa_atp.version", "Version", base.DEC, nil, 0xf0),
@@ -23,6 +23,7 @@ local fields = {
     fanin = ProtoField.uint8("sa_atp.fanin", "Fanin", base.DEC, nil),
     scale = ProtoField.uint16("sa_atp.scale", "Scale", base.HEX, nil),
     exp = ProtoField.uint16("sa_atp.exp", "Exp", base.HEX, nil),
+    run = ProtoField.uint32("sa_atp.run", "Run", base.DEC, nil),
     lane = ProtoField.int32("sa_atp.lane", "Lane", base.DEC, nil),
     bounce = ProtoField.uint8("sa_atp.bounce", "Bounce reason", base.DEC, bounce_names),
 }
@@ -38,7 +39,7 @@ for _, f in pairs(fields) do all[#all + 1] = f end
 for _, f in ipairs(flag_fields) do all[#all + 1] = f end
 sa_atp.fields = all
 
-local FRAME_PAYLOAD = 278  -- SA-ATP header and lanes
+local FRAME_PAYLOAD = 282  -- SA-ATP header and lanes
 
 function sa_atp.dissector(tvb, pinfo, tree)
     if tvb:len() < FRAME_PAYLOAD then return 0 end
@@ -62,9 +63,10 @@ function sa_atp.dissector(tvb, pinfo, tree)
     t:add(fields.fanin, tvb(17, 1))
     t:add(fields.scale, tvb(18, 2))
     t:add(fields.exp, tvb(20, 2))
-    local lanes = t:add(tvb(22, 256), "Lanes (64 x int32)")
+    t:add(fields.run, tvb(22, 4))
+    local lanes = t:add(tvb(26, 256), "Lanes (64 x int32)")
     for i = 0, 63 do
-        lanes:add(fields.lane, tvb(22 + 4 * i, 4)):prepend_text("[" .. i .. "] ")
+        lanes:add(fields.lane, tvb(26 + 4 * i, 4)):prepend_text("[" .. i .. "] ")
     end
     local op = tvb(0, 1):bitfield(4, 4)
     if op == 3 then
