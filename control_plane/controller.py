@@ -18,16 +18,13 @@ from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator, AggregatorState
-from control_plane.controls.drop_simulator import DropSimulator
-from control_plane.controls.forwarding import L2Forwarding
-from control_plane.controls.job_admission import JobAdmission, JobConfig
+from control_plane.controls.job_admission import JobConfig
 from control_plane.controls.packet_stats import PacketStats
-from control_plane.controls.replica_rewrite import ReplicaRewrite
-from control_plane.controls.source_guard import SourceGuard
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.jobs import AdmittedJob, JobSpec, SpecError
 from control_plane.p4info import P4Info
+from control_plane.plan import Plan
 from protocol.codec import mac_bytes, mac_str
 
 log = logging.getLogger(__name__)
@@ -58,15 +55,16 @@ class Controller:
         self.device_id = device_id
         self.election_id = election_id
         self.pipeline = pipeline or Pipeline()
-        self.desired = DesiredState(ports=tuple(sorted(set(ports))),
-                                    hosts={mac_str(mac_bytes(m)): p
-                                           for m, p in (hosts or {}).items()})
-        self.admission = JobAdmission()
-        self.replica_rewrite = ReplicaRewrite()
-        self.source_guard = SourceGuard()
-        self.l2 = L2Forwarding()
-        self.ingress_drop_sim = DropSimulator("SaAtpIngress.drop_sim")
-        self.egress_drop_sim = DropSimulator("SaAtpEgress.drop_sim")
+        self.plan = Plan(DesiredState(ports=tuple(sorted(set(ports))),
+                                      hosts={mac_str(mac_bytes(m)): p
+                                             for m, p in (hosts or {}).items()}))
+        # the controls with tables, as the plan names them
+        self.admission = self.plan.admission
+        self.replica_rewrite = self.plan.replica_rewrite
+        self.source_guard = self.plan.source_guard
+        self.l2 = self.plan.l2
+        self.ingress_drop_sim = self.plan.ingress_drop_sim
+        self.egress_drop_sim = self.plan.egress_drop_sim
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
         self.egress_stats = PacketStats("SaAtpEgress.stats")
@@ -114,8 +112,16 @@ class Controller:
     # -- jobs -----------------------------------------------------------------------------------
 
     @property
+    def desired(self) -> DesiredState:
+        return self.plan.desired
+
+    @desired.setter
+    def desired(self, state: DesiredState) -> None:
+        self.plan.desired = state
+
+    @property
     def jobs(self) -> dict[int, AdmittedJob]:
-        return self.desired.allocator.jobs
+        return self.plan.jobs
 
     def admit(self, spec: JobSpec) -> AdmittedJob:
         """Validate, allocate, then install a job: the aggregators of its range are cleared
@@ -133,49 +139,29 @@ class Controller:
         """Validate and place a job, and return the updates that install it (its jobs entry
         last) without writing anything or recording the job; :meth:`admit` writes them, and
         tools that replay a controller's writes on another target use them directly."""
-        spec.validate(known_ports=set(self.desired.ports))
-        if spec.id in self.desired.transit_jobs:
-            raise SpecError(f"job {spec.id} is marked transit on this switch")
-        job = self.desired.allocator.allocate(spec)
-        self._check_hosts(job)
-        return job, ([_insert_group(self._group(job))]
-                     + [_insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                     + [_insert(e, self._p4info) for e in self.admission.worker_entries(job)]
-                     + [_insert(e, self._p4info) for e in self._new_host_entries(job)]
-                     + [_insert(e, self._p4info) for e in self._new_guard_entries(job)]
-                     + [_insert(self.admission.job_entry(job), self._p4info)])
+        job, entries = self.plan.place(spec)
+        return job, ([_insert_group(self.plan.group(job))]
+                     + [_insert(e, self._p4info) for e in entries])
 
     def add_transit(self, job_id: int) -> None:
         """Forward job ``job_id``'s packets instead of aggregating them (the job is aggregated
         by another switch, e.g. the spine of a two-level topology)."""
-        if job_id in self.jobs:
-            raise SpecError(f"job {job_id} is aggregated here; remove it first")
-        if job_id not in self.desired.transit_jobs:
-            self._connection().write([_insert(self.admission.transit_entry(job_id),
-                                              self._p4info)])
-            self.desired.transit_jobs.add(job_id)
+        entry = self.plan.transit(job_id)
+        if entry is not None:
+            self._connection().write([_insert(entry, self._p4info)])
 
     def add_host(self, mac: str, port: int) -> None:
         """Forward frames for ``mac`` to ``port`` (hosts that are not workers of a job here)."""
-        if port not in self.desired.ports:
-            raise SpecError(f"port {port} is not a port of the switch")
-        self.desired.hosts[mac_str(mac_bytes(mac))] = port
-        self._sync_tables(self.l2.tables, self._desired_entries())
+        self.plan.add_host(mac, port)
+        self._sync_tables(self.l2.tables, self.plan.desired_entries())
 
     def remove(self, job_id: int) -> None:
         """Stop a job's packets first (its jobs entry), then delete the rest and clear its
         aggregators, and free its range."""
-        job = self._job(job_id)
+        job = self.plan.job(job_id)
         conn = self._connection()
-        remaining = set(self.l2.entries(self._hosts(excluding=job_id)))
-        stale_hosts = [e for e in self._host_entries() if e not in remaining]
-        remaining = set(self._guard_entries(excluding=job_id))
-        stale_guards = [e for e in self._guard_entries() if e not in remaining]
-        conn.write([_delete(self.admission.job_entry(job), self._p4info)]
-                   + [_delete(e, self._p4info) for e in self.admission.worker_entries(job)]
-                   + [_delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [_delete(e, self._p4info) for e in stale_hosts + stale_guards]
-                   + [_delete_group(self._group(job))])
+        conn.write([_delete(e, self._p4info) for e in self.plan.removal(job)]
+                   + [_delete_group(self.plan.group(job))])
         self.desired.allocator.remove(job_id)
         self.aggregator.clear(conn, job.aggregator_range())
         log.info("job %d removed", job_id)
@@ -183,9 +169,7 @@ class Controller:
     def set_membership(self, job_id: int, fan_in: int | None = None,
                        expected: int | None = None) -> AdmittedJob:
         """Change a running job's fan-in and/or expected set; the next packet sees it."""
-        job = self._job(job_id)
-        changed = AdmittedJob(job.spec.with_membership(fan_in, expected), job.job_index,
-                              job.slot_base)
+        changed = self.plan.membership(job_id, fan_in, expected)
         self._connection().write([_modify(self.admission.job_entry(changed), self._p4info)])
         self.desired.allocator.jobs[job_id] = changed
         return changed
@@ -193,20 +177,8 @@ class Controller:
     def set_loss(self, probability: float, port: int | None = None,
                  direction: str = "ingress") -> None:
         """Drop-simulator probability for one port, or for all ports without their own."""
-        if direction not in ("ingress", "egress"):
-            raise ValueError(f"direction must be 'ingress' or 'egress', got {direction!r}")
-        if port is not None and port not in self.desired.ports:
-            raise SpecError(f"port {port} is not a port of the switch")
-        sim = self.ingress_drop_sim if direction == "ingress" else self.egress_drop_sim
-        config = self.desired.ingress_loss if direction == "ingress" else self.desired.egress_loss
-        new = {"default": config["default"], "ports": dict(config["ports"])}
-        if port is None:
-            new["default"] = probability
-        else:
-            new["ports"][port] = probability
-        sim.entries(new["default"], new["ports"])  # validates the probability
-        config.update(new)
-        self._sync_tables(sim.tables, self._desired_entries())
+        sim = self.plan.set_loss(probability, port, direction)
+        self._sync_tables(sim.tables, self.plan.desired_entries())
 
     # -- observation ------------------------------------------------------------------------
 
@@ -231,7 +203,7 @@ class Controller:
         plus its evictions; with None, for traffic that matched no job plus the controller's
         own management requests."""
         conn = self._connection()
-        index = 0 if job_id is None else self._job(job_id).job_index
+        index = 0 if job_id is None else self.plan.job(job_id).job_index
         result = {"ingress": self.ingress_stats.read(conn, index),
                   "egress": self.egress_stats.read(conn, index)}
         if job_id is None:
@@ -242,7 +214,7 @@ class Controller:
 
     def read_slot(self, job_id: int, slot: int) -> tuple[AggregatorState, AggregatorState]:
         """Both shadow sets of one of a job's slots."""
-        job = self._job(job_id)
+        job = self.plan.job(job_id)
         if not 0 <= slot < job.spec.slots:
             raise SpecError(f"job {job_id} has slots 0..{job.spec.slots - 1}, not {slot}")
         index = 2 * (job.slot_base + slot)
@@ -269,10 +241,10 @@ class Controller:
         leaves every register cleared); tables and groups are then brought to the desired
         entries by difference, so an up-to-date switch gets no writes at all."""
         pushed = self.load_pipeline()
-        desired = self._desired_entries()
+        desired = self.plan.desired_entries()
         counts = {"pipeline": int(pushed)}
         counts["groups"] = self._sync_groups()
-        tables = {e.table for e in desired} | {t for c in self._table_controls() for t in c.tables}
+        tables = {e.table for e in desired} | set(self.plan.tables())
         counts["entries"] = self._sync_tables(sorted(tables), desired)
         return counts
 
@@ -286,69 +258,8 @@ class Controller:
             raise RuntimeError("controller is not connected; call connect() first")
         return self.conn
 
-    def _job(self, job_id: int) -> AdmittedJob:
-        try:
-            return self.jobs[job_id]
-        except KeyError:
-            raise SpecError(f"job {job_id} is not admitted") from None
-
     def _table_controls(self):
-        return (self.source_guard, self.admission, self.replica_rewrite, self.l2,
-                self.ingress_drop_sim, self.egress_drop_sim)
-
-    def _group(self, job: AdmittedJob) -> MulticastGroup:
-        return MulticastGroup.make(job.group, ((w.port, w.id) for w in job.spec.workers))
-
-    def _hosts(self, excluding: int | None = None) -> dict[str, int]:
-        """Static hosts plus every admitted worker's MAC, for L2 forwarding."""
-        hosts = dict(self.desired.hosts)
-        for job in self.jobs.values():
-            if job.spec.id == excluding:
-                continue
-            for w in job.spec.workers:
-                hosts[mac_str(mac_bytes(w.mac))] = w.port
-        return hosts
-
-    def _check_hosts(self, job: AdmittedJob) -> None:
-        hosts = self._hosts()
-        for w in job.spec.workers:
-            mac = mac_str(mac_bytes(w.mac))
-            if hosts.get(mac, w.port) != w.port:
-                raise SpecError(f"job {job.spec.id}: MAC {mac} is already on port {hosts[mac]}, "
-                                f"not {w.port}")
-
-    def _host_entries(self) -> list[TableEntry]:
-        return self.l2.entries(self._hosts())
-
-    def _new_host_entries(self, job: AdmittedJob) -> list[TableEntry]:
-        have = set(self._host_entries())
-        macs = {mac_str(mac_bytes(w.mac)): w.port for w in job.spec.workers}
-        return [e for e in self.l2.entries(macs) if e not in have]
-
-    def _guard_entries(self, excluding: int | None = None) -> list[TableEntry]:
-        """The switch addresses of the jobs aggregated here: no frame may come from them."""
-        return self.source_guard.entries(j.spec.switch_mac for j in self.jobs.values()
-                                         if j.spec.id != excluding)
-
-    def _new_guard_entries(self, job: AdmittedJob) -> list[TableEntry]:
-        have = set(self._guard_entries())
-        return [e for e in self.source_guard.entries([job.spec.switch_mac]) if e not in have]
-
-    def _desired_entries(self) -> list[TableEntry]:
-        entries = list(self._host_entries()) + self._guard_entries()
-        entries += [self.admission.transit_entry(j) for j in sorted(self.desired.transit_jobs)]
-        for job in self.jobs.values():
-            entries.append(self.admission.job_entry(job))
-            entries += self.admission.worker_entries(job)
-            entries += self.replica_rewrite.entries(job)
-        for sim, cfg in ((self.ingress_drop_sim, self.desired.ingress_loss),
-                         (self.egress_drop_sim, self.desired.egress_loss)):
-            entries += sim.entries(cfg["default"], cfg["ports"])
-        return entries
-
-    def _desired_groups(self) -> list[MulticastGroup]:
-        return ([L2Forwarding.flood_group(self.desired.ports)]
-                + [self._group(j) for j in self.jobs.values()])
+        return self.plan.table_controls()
 
     def _read_table(self, table: str) -> list[TableEntry]:
         conn = self._connection()
@@ -378,7 +289,7 @@ class Controller:
         return len(updates)
 
     def _sync_groups(self) -> int:
-        want = {g.group_id: g for g in self._desired_groups()}
+        want = {g.group_id: g for g in self.plan.desired_groups()}
         have = self.read_groups()
         updates = [_insert_group(g) for gid, g in want.items() if gid not in have]
         updates += [_modify_group(g) for gid, g in want.items() if gid in have and have[gid] != g]
