@@ -19,6 +19,8 @@ from tests.tofino.model import tables as T
 from tests.tofino.model.packet import Packet, deparse_egress, parse_egress, parse_ingress
 from tests.tofino.model.respond import respond
 
+LANE_ACTIONS = {T.LANES_STORE: "store", T.LANES_ADD: "add", T.LANES_LOAD: "read_lo",
+                T.LANES_HIGH: "read_hi"}
 HOST_OPS = {P.Op.DATA, P.Op.TAKEOVER, P.Op.HELPER_DATA, P.Op.HELPER_RESULT}
 AGGREGATING_BASE, COMPLETE_BASE = 0x30000, 0x10000
 
@@ -288,8 +290,7 @@ class TnaModel:
             m["situation"] = T.SIT_NEWER
 
     def _lanes(self, phv: Phv, lane_op: int) -> None:
-        kind = {T.LANES_STORE: "store", T.LANES_ADD: "add", T.LANES_LOAD: "read_lo",
-                T.LANES_HIGH: "read_hi"}.get(lane_op)
+        kind = LANE_ACTIONS.get(lane_op)
         if kind is None:
             return
         half = P.LANES // 2
