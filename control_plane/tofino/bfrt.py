@@ -91,17 +91,19 @@ class BfrtConnection:
 
     # -- entries ------------------------------------------------------------------------------
 
-    def write(self, ops: Iterable[tuple[str, BfrtEntry]]) -> None:
-        """Apply ("insert" | "modify" | "delete", entry) in order; a default entry is set."""
+    def write(self, ops: Iterable[tuple[str, BfrtEntry]], pipe: int = ALL_PIPES) -> None:
+        """Apply ("insert" | "modify" | "delete", entry) in order, in one pipe or all of them;
+        a default entry is set."""
+        target = self.target(pipe)
         for op, entry in ops:
             table = self.info.table_get(entry.table)
             if entry.is_default:
-                table.default_entry_set(self.target(), self._data(table, entry))
+                table.default_entry_set(target, self._data(table, entry))
             elif op == "delete":
-                table.entry_del(self.target(), [self._key(table, entry)])
+                table.entry_del(target, [self._key(table, entry)])
             else:
                 write = table.entry_add if op == "insert" else table.entry_mod
-                write(self.target(), [self._key(table, entry)], [self._data(table, entry)])
+                write(target, [self._key(table, entry)], [self._data(table, entry)])
 
     def read(self, table_name: str, pipe: int = ALL_PIPES, keys: list[dict] | None = None,
              from_hw: bool = False) -> list[BfrtEntry]:

@@ -218,7 +218,8 @@ class _Table:
     def _write(self, op: str, target: Target, keys: list[_Key], datas: list[_Data]) -> None:
         for key, data in zip(keys, datas, strict=True):
             self._check_write(key)
-            self.switch.writes.append((op, self.name, key.fields, data.fields, data.action))
+            self.switch.writes.append((op, self.name, key.fields, data.fields, data.action,
+                                       target.pipe_id))
             index = tuple(sorted(key.fields.items()))
             if self.schema.kind == "register":
                 pipes = range(PIPES) if target.pipe_id == ALL_PIPES else [target.pipe_id]
@@ -241,7 +242,7 @@ class _Table:
         table = self.switch.entries[self.name]
         for key in keys if keys is not None else [_Key(dict(k)) for k in list(table)]:
             self._check_write(key)
-            self.switch.writes.append(("del", self.name, key.fields, None, None))
+            self.switch.writes.append(("del", self.name, key.fields, None, None, target.pipe_id))
             if table.pop(tuple(sorted(key.fields.items())), None) is None:
                 raise FakeBfrtError(f"{self.name}: entry {key.fields} does not exist")
 
@@ -269,7 +270,8 @@ class _Table:
     def default_entry_set(self, target: Target, data: _Data) -> None:
         if self.schema.const_default or data.action not in self.schema.actions:
             raise FakeBfrtError(f"{self.name}: default entry cannot be {data.action}")
-        self.switch.writes.append(("default", self.name, None, data.fields, data.action))
+        self.switch.writes.append(("default", self.name, None, data.fields, data.action,
+                                   target.pipe_id))
         self.switch.defaults[self.name] = (data.action, data.fields)
 
     def default_entry_get(self, target: Target):

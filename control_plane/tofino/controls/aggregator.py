@@ -51,7 +51,7 @@ class Aggregator:
                    for i in indices for w in range(P.MAX_WORKERS)]
         writes += [("modify", _cell(names.LANES, name, i, {"lo": 0, "hi": 0}))
                    for name in LANE_REGISTERS for i in indices]
-        conn.write(writes)
+        conn.write(writes, pipe)
 
     def evictions(self, conn: BfrtConnection, job_index: int) -> int:
         return read_counter(conn, self.evictions_counter, [job_index])[0]
