@@ -110,7 +110,6 @@ def _lane_pair(i: int, pairs: int) -> list[str]:
         f"            LANES_HIGH : {reg}_do_read_hi();",
         "        }",
         "        const default_action = NoAction();",
-        "        size = 4;",
         "    }", ""]
 
 

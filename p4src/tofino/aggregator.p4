@@ -54,7 +54,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, KIND_MGMT_CLEAR): do_valid_vacate();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- run_id: the run against the slot's (serial-number arithmetic) ---------------------- */
@@ -107,7 +106,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _): do_run_id_read();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- chunk_id: where the slot stands for this packet (meta.situation) ------------------- */
@@ -167,7 +165,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _, _): do_chunk_id_read();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- generation: bumped by every aggregation begun (and by a clear) --------------------- */
@@ -188,7 +185,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_generation_bump();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     /* -- agreed_scale --------------------------------------------------------------------- */
@@ -221,7 +217,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _): do_agreed_scale_read();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     /* -- member: was this worker summed into the aggregation under way? --------------------- */
@@ -245,7 +240,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_DATA, SIT_HELD, 1): do_member_join();
         }
         const default_action = NoAction();
-        size = 2;
     }
 
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
@@ -263,7 +257,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_TAKEOVER, SIT_HELD, _): check_takeover();
         }
         const default_action = check_nothing();
-        size = 2;
     }
 
     /* -- progress: phase << 16 | count ----------------------------------------------------- */
@@ -315,7 +308,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _, _, _): do_progress_check();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- contributors ---------------------------------------------------------------------- */
@@ -345,7 +337,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _, _, _): do_contributors_read();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- max_exp --------------------------------------------------------------------------- */
@@ -378,7 +369,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _, _, _, _): do_max_exp_read();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- helper_id ------------------------------------------------------------------------- */
@@ -403,7 +393,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_LANES, _, _, _): do_helper_id_read();
         }
         const default_action = NoAction();
-        size = 8;
     }
 
     /* -- decide: the answer of pass 1 (docs/protocol.md §4.2-§4.4, in the same order) ------- */
@@ -451,7 +440,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (KIND_HELPER_RESULT, _, _, _, _, _, _, _): respond(RESPOND_HELPER_RESULT, LANES_KEEP);
         }
         const default_action = NoAction();
-        size = 32;
     }
 
     apply {

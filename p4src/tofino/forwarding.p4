@@ -3,7 +3,7 @@
 #ifndef SA_ATP_TNA_FORWARDING_P4
 #define SA_ATP_TNA_FORWARDING_P4
 
-control L2Forwarding(in headers_t hdr, inout ingress_metadata_t meta,
+control L2Forwarding(inout headers_t hdr, inout ingress_metadata_t meta,
                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     bool flooded = false;
 

@@ -48,7 +48,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_00_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_01;
@@ -90,7 +89,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_01_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_02;
@@ -132,7 +130,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_02_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_03;
@@ -174,7 +171,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_03_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_04;
@@ -216,7 +212,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_04_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_05;
@@ -258,7 +253,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_05_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_06;
@@ -300,7 +294,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_06_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_07;
@@ -342,7 +335,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_07_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_08;
@@ -384,7 +376,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_08_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_09;
@@ -426,7 +417,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_09_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_10;
@@ -468,7 +458,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_10_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_11;
@@ -510,7 +499,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_11_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_12;
@@ -552,7 +540,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_12_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_13;
@@ -594,7 +581,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_13_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_14;
@@ -636,7 +622,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_14_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_15;
@@ -678,7 +663,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_15_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_16;
@@ -720,7 +704,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_16_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_17;
@@ -762,7 +745,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_17_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_18;
@@ -804,7 +786,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_18_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_19;
@@ -846,7 +827,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_19_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_20;
@@ -888,7 +868,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_20_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_21;
@@ -930,7 +909,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_21_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_22;
@@ -972,7 +950,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_22_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_23;
@@ -1014,7 +991,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_23_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_24;
@@ -1056,7 +1032,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_24_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_25;
@@ -1098,7 +1073,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_25_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_26;
@@ -1140,7 +1114,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_26_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_27;
@@ -1182,7 +1155,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_27_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_28;
@@ -1224,7 +1196,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_28_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_29;
@@ -1266,7 +1237,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_29_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_30;
@@ -1308,7 +1278,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_30_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_31;
@@ -1350,7 +1319,6 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
             LANES_HIGH : lanes_31_do_read_hi();
         }
         const default_action = NoAction();
-        size = 4;
     }
 
     apply {
