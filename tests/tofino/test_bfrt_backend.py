@@ -4,6 +4,7 @@ that one job spec gives the same switch state on both backends."""
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from control_plane import cli
 from control_plane.controller import Controller
 from control_plane.jobs import JobSpec, SpecError, WorkerSpec
 from control_plane.tofino import bfrt
-from control_plane.tofino.config import parse_config, port_entries
+from control_plane.tofino.config import load_config, parse_config, port_entries
 from control_plane.tofino.controller import TofinoController
 from protocol import constants as P
 from tests.p4.packets import job_spec
@@ -271,3 +272,9 @@ def test_sa_atp_ctl_against_a_tofino(tmp_path, monkeypatch, capsys, fake):
     bad = textwrap.dedent(CONFIG).replace('fec = "rs"', 'fec = "xx"')
     (tmp_path / "switch.toml").write_text(bad)
     assert cli.main(base + ["status"]) == 1
+
+
+def test_the_example_ports_file_is_valid():
+    config = load_config(Path(__file__).resolve().parents[2] / "examples/tofino/switch.toml")
+    assert config.data_ports == (0, 4, 8, 12)
+    assert {config.loop_port_for(p) for p in config.data_ports + (config.cpu_port,)} == {68, 196}
