@@ -62,6 +62,11 @@ class SwitchController:
     def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
         return self.aggregator.read(self._connection(), indices)
 
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
     def _connection(self):
         if self.conn is None:
             raise RuntimeError("controller is not connected; call connect() first")

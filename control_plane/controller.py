@@ -72,11 +72,6 @@ class Controller(SwitchController):
         self.conn.use_p4info(self._p4info)
         return self
 
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
     def load_pipeline(self, force: bool = False) -> bool:
         """Push the pipeline unless the switch already runs it; True if pushed (which resets
         every table, register and counter on the switch).

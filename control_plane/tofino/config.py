@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tomllib
 
-from control_plane.jobs import SpecError
+from control_plane.jobs import SpecError, read_file
 from control_plane.tofino.bfrt import BfrtEntry
 from control_plane.tofino.names import PORT
 
@@ -107,12 +107,7 @@ def parse_config(text: str, source: str = "<config>") -> SwitchConfig:
 
 
 def load_config(path: str | Path) -> SwitchConfig:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"cannot read switch config {path}: {exc.strerror}") from None
-    return parse_config(text, str(path))
+    return parse_config(read_file(path, "switch config"), str(path))
 
 
 def port_entries(config: SwitchConfig) -> list[BfrtEntry]:

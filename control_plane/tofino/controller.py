@@ -49,11 +49,6 @@ class TofinoController(SwitchController):
         self.conn = BfrtConnection(self.address, self.program, self.device_id, client=self.client)
         return self
 
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
     def load_pipeline(self, force: bool = False) -> bool:
         """bf_switchd loads the compiled program when it starts (docs/tofino.md); there is
         nothing to push, so this only checks that the switch runs it (connect binds to it)."""

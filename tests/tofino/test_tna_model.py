@@ -44,6 +44,12 @@ def completes_one_early(cell, phv):
     return new, old
 
 
+ALTERED = pytest.mark.parametrize("register, name, fn", [
+    ("lanes_00", "lanes_00_add", high_words_not_added),
+    ("progress", "progress_add", completes_one_early),
+], ids=["lanes_add", "progress_add"])
+
+
 def every_op(target, controller) -> None:
     """A job of three through data, duplicates, probes, a takeover with helper traffic, a
     stored helper result, copies, stale and older-run packets, a scale mismatch, a membership
@@ -96,10 +102,7 @@ def test_a_trace_of_every_op_agrees():
 
 
 @twin_only
-@pytest.mark.parametrize("register, name, fn", [
-    ("lanes_00", "lanes_00_add", high_words_not_added),
-    ("progress", "progress_add", completes_one_early),
-], ids=["lanes_add", "progress_add"])
+@ALTERED
 def test_an_altered_register_action_is_a_disagreement(register, name, fn):
     target = TwinTarget(PORTS, actions=with_action(register, name, fn))
     controller = TwinController(target, PORTS).connect()
@@ -112,10 +115,7 @@ def test_an_altered_register_action_is_a_disagreement(register, name, fn):
         target.close()
 
 
-@pytest.mark.parametrize("register, name, fn", [
-    ("lanes_00", "lanes_00_add", high_words_not_added),
-    ("progress", "progress_add", completes_one_early),
-], ids=["lanes_add", "progress_add"])
+@ALTERED
 def test_an_altered_register_action_fails_the_packet_tests(register, name, fn):
     """Without the v1model program at hand, the tests/p4 checks (numpy sums) catch it too."""
     target = ModelTarget(PORTS, actions=with_action(register, name, fn))
