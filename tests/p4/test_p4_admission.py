@@ -100,7 +100,7 @@ def test_malformed_packets_are_dropped(target, controller, damage):
     elif damage == "short_header":
         buf = buf[:P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN + 10]
     elif damage == "version":
-        buf[42] = ((P.VERSION + 1) << 4) | P.Op.DATA  # a version no switch knows
+        buf[42] = (P.VERSION + 1) << 4 | P.Op.DATA
     else:
         buf[24] ^= 0xFF
     assert target.send(1, bytes(buf)) == []
@@ -205,7 +205,7 @@ def test_l2_forwarding_of_ordinary_traffic(target, controller):
 def test_counters_follow_the_traffic(target, controller):
     job = admitted(target, controller, n=2)
     job.data(0, 0, ONES)
-    job.data(0, 0, ONES)  # pending duplicate -> bounce to the sender and to missing worker 1
+    job.data(0, 0, ONES)  # pending duplicate -> bounce, to worker 0 and to missing worker 1
     job.data(1, 0, ONES)  # completes -> 2 results
     job.send(0, P.Op.TAKEOVER, 0)  # complete -> copy
     c = controller.counters(job.spec.id)
