@@ -4,7 +4,7 @@
  * from what the registers before it returned:
  *
  *   valid -> run_id -> chunk_id -> generation, agreed_scale -> member -> progress
- *         -> contributors, max_exp, helper_id -> decide
+ *         -> contributors, max_exp, helper_id -> decide (decide.p4)
  *
  * `progress` holds the slot state (bits 17:16, PHASE_*) and the count (bits 15:0) in one word,
  * so that completing a chunk is one update with the count; `member` keeps, per aggregator and
@@ -395,53 +395,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         const default_action = NoAction();
     }
 
-    /* -- decide: the answer of pass 1 (docs/protocol.md §4.2-§4.4, in the same order) ------- */
-    action respond(bit<4> response, bit<3> lane_op) {
-        meta.response = response;
-        meta.lane_op = lane_op;
-    }
-    action bounce(bit<8> reason) {
-        meta.response = RESPOND_BOUNCE;
-        meta.bounce_reason = reason;
-    }
-    action not_expected() {
-        meta.drop_reason = DROP_NOT_EXPECTED;
-    }
-    table decide {
-        key = { meta.kind: ternary; meta.situation: ternary; meta.scale_ok: ternary;
-                meta.old_progress[17:16]: ternary; meta.is_member: ternary;
-                meta.add_done: ternary; meta.dup_done: ternary; meta.start_done: ternary; }
-        actions = { respond; bounce; not_expected; NoAction; }
-        const entries = {
-            (_, SIT_OLD_RUN, _, _, _, _, _, _): bounce(BOUNCE_OLD_RUN);
-            (KIND_PROBE, SIT_HELD, _, PHASE_COMPLETE, _, _, _, _):
-                respond(RESPOND_COPY, LANES_LOAD);
-            (KIND_PROBE, SIT_HELD, _, PHASE_TAKEN, _, _, _, _): bounce(BOUNCE_TAKEN);
-            (KIND_PROBE, SIT_HELD, _, _, _, _, _, _): respond(RESPOND_PENDING, LANES_KEEP);
-            (KIND_PROBE, SIT_NEWER, _, _, _, _, _, _): bounce(BOUNCE_NOT_HELD);
-            (KIND_PROBE, _, _, _, _, _, _, _): bounce(BOUNCE_STALE);
-            (KIND_UNEXPECTED, _, _, _, _, _, _, _): not_expected();
-            (KIND_DATA, SIT_NEWER, _, _, _, _, _, 1): respond(RESPOND_RESULT, LANES_STORE);
-            (KIND_DATA, SIT_NEWER, _, _, _, _, _, _): respond(RESPOND_ABSORB, LANES_STORE);
-            (KIND_DATA, SIT_OLDER, _, _, _, _, _, _): bounce(BOUNCE_STALE);
-            (KIND_DATA, _, _, PHASE_TAKEN, _, _, _, _): bounce(BOUNCE_TAKEN);
-            (KIND_DATA, _, 0, _, _, _, _, _): bounce(BOUNCE_SCALE_MISMATCH);
-            (KIND_DATA, _, _, PHASE_COMPLETE, _, _, _, _): respond(RESPOND_COPY, LANES_LOAD);
-            (KIND_DATA, _, _, _, 1, _, 1, _): respond(RESPOND_RESULT, LANES_LOAD);
-            (KIND_DATA, _, _, _, 1, _, _, _): respond(RESPOND_PENDING, LANES_KEEP);
-            (KIND_DATA, _, _, _, _, 1, _, _): respond(RESPOND_RESULT, LANES_ADD);
-            (KIND_DATA, _, _, _, _, _, _, _): respond(RESPOND_ABSORB, LANES_ADD);
-            (KIND_TAKEOVER, SIT_HELD, _, PHASE_COMPLETE, _, _, _, _):
-                respond(RESPOND_COPY, LANES_LOAD);
-            (KIND_TAKEOVER, SIT_HELD, _, _, _, _, _, _): respond(RESPOND_PARTIAL, LANES_LOAD);
-            (KIND_TAKEOVER, _, _, _, _, _, _, _): bounce(BOUNCE_NOT_HELD);
-            (KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _, _, _, _):
-                respond(RESPOND_HELPER_RESULT, LANES_STORE);
-            (KIND_HELPER_RESULT, _, _, _, _, _, _, _): respond(RESPOND_HELPER_RESULT, LANES_KEEP);
-        }
-        const default_action = NoAction();
-    }
-
     apply {
         valid_sel.apply();
         run_id_sel.apply();
@@ -459,12 +412,9 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         bit<32> dup_margin = meta.old_progress - meta.limit_dup;
         meta.add_done = ~add_margin[31:31];
         meta.dup_done = ~dup_margin[31:31];
-        if (meta.pass == PASS_STATE && meta.kind != KIND_NONE) {
-            decide.apply();
-            if (meta.kind == KIND_DATA && meta.situation == SIT_NEWER
-                    && meta.old_progress[17:16] == PHASE_AGGREGATING) {
-                evictions.count(meta.job_index);   /* an unfinished aggregation overwritten */
-            }
+        if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
+                && meta.old_progress[17:16] == PHASE_AGGREGATING) {
+            evictions.count(meta.job_index);   /* an unfinished aggregation overwritten */
         }
         if (meta.kind == KIND_MGMT_READ || meta.kind == KIND_MGMT_CLEAR) {
             management.count(hdr.packet_out.opcode);

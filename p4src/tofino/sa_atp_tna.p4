@@ -13,6 +13,7 @@
 #include "job_admission.p4"
 #include "drop_simulator.p4"
 #include "aggregator.p4"
+#include "decide.p4"
 #include "lanes.p4"
 #include "respond.p4"
 #include "forwarding.p4"
@@ -48,6 +49,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     JobAdmission() admission;
     DropSimulator() drop_sim;
     Aggregator() aggregator;
+    Decide() decide;
     Lanes() lanes;
     LoopPorts() passes;
     Respond() respond;
@@ -176,6 +178,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         }
 
         aggregator.apply(hdr, meta);
+        decide.apply(meta);
         bit<3> lane_op = meta.lane_op;
         if (meta.pass == PASS_STATE) {
             lane_op = LANES_KEEP;   /* pass 1 decides; the lanes wait for pass 2 */

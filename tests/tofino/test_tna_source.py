@@ -126,7 +126,8 @@ def _call(call: str, consts: dict):
 def test_the_models_tables_are_the_const_entries(table):
     """Every key combination, evaluated as the switch's TCAM evaluates the const entries,
     picks what the model's function picks."""
-    consts, t = p4_text.constants(), CONTROLS["Aggregator"].tables[table]
+    control = CONTROLS["Decide" if table == "decide" else "Aggregator"]
+    consts, t = p4_text.constants(), control.tables[table]
     names = [k for k, _ in t.keys]
     for combo in itertools.product(*(DOMAINS[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
