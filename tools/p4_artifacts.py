@@ -115,15 +115,18 @@ def compile_program(prog: Program) -> None:
 
 def compile_tofino(prog: Program) -> None:
     """Compile for Tofino 1 into a scratch directory and keep the schema, the context (the
-    placement the driver loads) and the resource report; the binary stays behind."""
+    placement the driver loads) and the resource report, where the driver's manifest says it
+    wrote them; the binary stays behind."""
     with tempfile.TemporaryDirectory(prefix="sa_atp_tna-") as out:
         run([TOFINO_P4C, "--target", "tofino", "--arch", "tna", "--std", "p4-16", "-g",
              "-o", out, "--bf-rt-schema", f"{out}/bfrt.json", str(prog.main)])
-        pipe = Path(out) / "pipe"
-        for name, found in (("bfrt.json", Path(out) / "bfrt.json"),
-                            ("context.json", pipe / "context.json"),
-                            ("resources.json", pipe / "logs" / "resources.json")):
-            shutil.copyfile(found, prog.outdir / name)
+        manifest = json.loads((Path(out) / "manifest.json").read_text())
+        [pipe] = manifest["programs"][0]["pipes"]
+        files = {"bfrt.json": "bfrt.json", "context.json": pipe["files"]["context"]["path"],
+                 "resources.json": next(r["path"] for r in pipe["files"]["resources"]
+                                        if r["type"] == "resources")}
+        for name, found in files.items():
+            shutil.copyfile(Path(out) / found, prog.outdir / name)
 
 
 def relativise_source_paths(json_path: Path) -> None:
