@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test p4 tofino p4-check bench harness lint clean
+.PHONY: setup run test p4 tofino p4-check bench harness sim lint clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,11 @@ bench: $(STAMP)
 ## `make harness ARGS=--quick` for a smaller one.
 harness: $(STAMP)
 	$(PY) -m examples.harness $(ARGS)
+
+## Cluster-scale simulation of every method (docs/simulation.md): the testbed calibration and
+## the scale studies into docs/results/sim; `make sim ARGS=--quick` for CI's smaller run.
+sim: $(STAMP)
+	$(PY) -m sim $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

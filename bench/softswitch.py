@@ -5,18 +5,27 @@ Both targets get the entries the controller writes when it admits a 4-worker job
 traffic mixes: *aggregating* DATA (three of four workers contribute to each chunk, so every
 packet starts or adds to a slot and nothing leaves), and the *complete* allreduce stream (all four
 contribute; every fourth packet completes its slot and is multicast to the four workers).
+
+*Through ports* is the same complete stream sent to a running switch process over its UDP tunnel
+ports, a window of chunks at a time from each worker's socket, and its results collected: the
+rate the pipeline reaches once the ports' own costs (system calls, polling) are added.
 """
 
 from __future__ import annotations
+
+import select
+import tempfile
+import time
 
 import numpy as np
 from p4.v1 import p4runtime_pb2 as pb
 
 from control_plane.controller import Controller, Pipeline
+from host_lib.links import UdpTunnelLink
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
 from softswitch.packet_rate import compare
-from topologies.local import local_job
+from topologies.local import LocalCluster, local_job
 
 WORKERS = 4
 
@@ -53,6 +62,38 @@ def traffic(spec, chunks: int, contributors: int) -> list[tuple[int, bytes]]:
     return [(w.port, first)] + frames + [(w.port, last)]
 
 
+def through_ports(chunks: int = 2048, window: int = 64) -> float:
+    """Input packets per second of the complete stream through a switch process's tunnel
+    ports: each worker sends a window of chunks, then all results are collected."""
+    spec = local_job(1, WORKERS, slots=window)
+    switch = Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)
+    chunk = np.arange(chunks, dtype=np.uint32)
+    lanes = np.random.default_rng(0).integers(-1000, 1000, (chunks, P.LANES), dtype=np.int32)
+    frames = [FrameBatch(Endpoint(w.mac, w.ip, w.udp_port), switch).encode(
+        op=P.Op.DATA, job=spec.id, worker=w.id, slot=chunk % window, chunk=chunk,
+        flags=(chunk // window) % 2, lanes=lanes) for w in spec.workers]
+    rows = np.zeros((256, P.FRAME_LEN + 1), np.uint8)
+    with tempfile.TemporaryDirectory() as run_dir, LocalCluster([spec], run_dir) as cluster:
+        links = [UdpTunnelLink(cluster.switch.udp_ports[w.port]) for w in spec.workers]
+        started = time.perf_counter()
+        for base in range(0, chunks, window):
+            for link, mine in zip(links, frames, strict=True):
+                link.send_batch(mine[base:base + window])
+            waiting = {link.fileno(): [link, min(window, chunks - base)] for link in links}
+            while waiting:
+                ready, _, _ = select.select(list(waiting), [], [], 5.0)
+                if not ready:
+                    raise TimeoutError(f"results of chunks from {base} did not come back")
+                for fd in ready:
+                    waiting[fd][1] -= len(waiting[fd][0].recv_batch(rows))
+                    if waiting[fd][1] <= 0:
+                        del waiting[fd]
+        elapsed = time.perf_counter() - started
+        for link in links:
+            link.close()
+    return WORKERS * chunks / elapsed
+
+
 def run(chunks: int = 2048) -> dict:
     spec = local_job(1, WORKERS, slots=64)
     pipeline = Pipeline()
@@ -66,6 +107,7 @@ def run(chunks: int = 2048) -> dict:
         out[name] = {"softswitch_pps": r["softswitch"].pps,
                      "bmv2_pps": r["bmv2"].pps if r["bmv2"] is not None else None,
                      "ratio_to_bmv2": r["ratio"]}
+    out["through_ports_pps"] = through_ports(chunks)
     return out
 
 
@@ -80,4 +122,8 @@ def summary(r: dict) -> list[str]:
         else:
             line += " (bmv2 not installed: no ratio)"
         lines.append(line)
+    lines.append(f"complete DATA through the UDP tunnel ports of a switch process: "
+                 f"{r['through_ports_pps'] / 1e3:.1f} k packets/s = "
+                 f"{r['through_ports_pps'] / r['complete']['softswitch_pps']:.2f} of the pipeline "
+                 f"alone")
     return lines

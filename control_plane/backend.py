@@ -158,14 +158,24 @@ class SwitchController:
         """Packets and drops per op / reason, at ingress (received) and egress (sent), for a job
         plus its evictions; with None, for traffic that matched no job plus the controller's
         own management requests."""
-        conn = self._connection()
         index = 0 if job_id is None else self.plan.job(job_id).job_index
-        result = {"ingress": self.ingress_stats.read(conn, index),
-                  "egress": self.egress_stats.read(conn, index)}
-        if job_id is None:
-            result["management"] = self.aggregator.management(conn)
-        else:
+        return self._counters_at(index, job_id is not None)
+
+    def all_counters(self) -> dict[int | None, dict]:
+        """:meth:`counters` of every job the switch holds (read from its jobs table, whoever
+        admitted them) and of traffic that matched no job (key None), zeros included."""
+        indices = {None: 0, **{jid: c.job_index for jid, c in sorted(self.read_jobs().items())}}
+        return {jid: self._counters_at(index, jid is not None, zeros=True)
+                for jid, index in indices.items()}
+
+    def _counters_at(self, index: int, of_job: bool, zeros: bool = False) -> dict:
+        conn = self._connection()
+        result = {"ingress": self.ingress_stats.read(conn, index, zeros),
+                  "egress": self.egress_stats.read(conn, index, zeros)}
+        if of_job:
             result["evictions"] = self.aggregator.evictions(conn, index)
+        else:
+            result["management"] = self.aggregator.management(conn)
         return result
 
     def read_slot(self, job_id: int, slot: int):

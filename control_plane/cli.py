@@ -7,6 +7,7 @@ ones before it.
     sa-atp-ctl --switch 127.0.0.1:9559 --ports 1-4 pipeline       # load the program, base state
     sa-atp-ctl job add examples/jobs/four_workers.toml
     sa-atp-ctl counters --job 7
+    sa-atp-ctl metrics --listen 127.0.0.1:9560                     # counters for Prometheus
     sa-atp-ctl drop-sim 0.01
     sa-atp-ctl reconcile                                           # after a switch restart
 
@@ -82,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cnt = sub.add_parser("counters", help="packets and drops per op and reason")
     cnt.add_argument("--job", type=int, help="job id (default: traffic of no job)")
+    met = sub.add_parser("metrics", help="serve every job's counters to Prometheus until "
+                         "interrupted")
+    met.add_argument("--listen", default="127.0.0.1:9560", metavar="HOST:PORT",
+                     help="where to serve /metrics (default: 127.0.0.1:9560; port 0: any)")
     slot = sub.add_parser("slot", help="both aggregators of one slot of a job")
     slot.add_argument("job_id", type=int)
     slot.add_argument("slot", type=int)
@@ -103,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         controller = make_controller(args, state)
         if controller is None:
             return 2
-        with controller.connect():
+        # The exporter only reads: it must not hold the primary role other commands need.
+        with controller.connect(read_only=args.command == "metrics"):
             output = run(controller, args)
     except (SpecError, SwitchError, BfrtUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -160,6 +166,10 @@ def run(controller, args) -> object:
                     "expected": f"{job.spec.effective_expected:#x}"}
     if args.command == "counters":
         return controller.counters(args.job)
+    if args.command == "metrics":
+        from control_plane.metrics import export
+
+        return export(controller, args.listen)
     if args.command == "slot":
         return [vars(s) for s in controller.read_slot(args.job_id, args.slot)]
     if args.command == "status":

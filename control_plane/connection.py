@@ -62,11 +62,13 @@ class PacketIn:
 class SwitchConnection:
     """A P4Runtime client session with one device.
 
-    Opening it performs master arbitration; writes need this client to be the primary.
+    Opening it performs master arbitration; writes need this client to be the primary. Without
+    ``arbitrate`` it opens no stream and can only read (P4Runtime lets any client read), so it
+    never takes the primary role from a controller that writes.
     """
 
     def __init__(self, address: str, device_id: int = 0, election_id: int = 1,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, arbitrate: bool = True):
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
@@ -84,11 +86,12 @@ class SwitchConnection:
             self._channel.close()
             raise SwitchError(f"no P4Runtime server answers at {address}",
                               grpc.StatusCode.UNAVAILABLE) from None
-        self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
-        self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream",
-                                        daemon=True)
-        self._reader.start()
-        self._arbitrate()
+        if arbitrate:
+            self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
+            self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream",
+                                            daemon=True)
+            self._reader.start()
+            self._arbitrate()
 
     # -- stream channel --------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
+from control_plane import updates
 from control_plane.backend import SwitchController, Write
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator
@@ -66,9 +67,11 @@ class Controller(SwitchController):
 
     # -- connection and pipeline -------------------------------------------------------------
 
-    def connect(self, timeout: float = 10.0) -> Controller:
+    def connect(self, timeout: float = 10.0, read_only: bool = False) -> Controller:
+        """Open the P4Runtime session; ``read_only`` leaves the primary role to others."""
         self.close()
-        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout)
+        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout,
+                                     arbitrate=not read_only)
         self.conn.use_p4info(self._p4info)
         return self
 
@@ -86,7 +89,7 @@ class Controller(SwitchController):
         if cookie is not None:
             stale = self.read_groups().values()
             if stale:
-                conn.write([_delete_group(g) for g in stale])
+                conn.write([updates.delete_group(g) for g in stale])
         conn.set_pipeline(self._p4info, self._device_config, self._cookie)
         log.info("%s: pipeline loaded", self.address)
         return True
@@ -119,9 +122,10 @@ class Controller(SwitchController):
 
     def _update(self, kind: str, item: TableEntry | MulticastGroup) -> Update:
         if isinstance(item, MulticastGroup):
-            return {"insert": _insert_group, "modify": _modify_group,
-                    "delete": _delete_group}[kind](item)
-        return {"insert": _insert, "modify": _modify, "delete": _delete}[kind](item, self._p4info)
+            return {"insert": updates.insert_group, "modify": updates.modify_group,
+                    "delete": updates.delete_group}[kind](item)
+        return {"insert": updates.insert, "modify": updates.modify,
+                "delete": updates.delete}[kind](item, self._p4info)
 
     def _read_table(self, table: str) -> list[TableEntry]:
         conn = self._connection()
@@ -133,42 +137,3 @@ class Controller(SwitchController):
         found = [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(entity)]
         found += [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(default)]
         return found
-
-
-def _update(kind, entity_setter) -> Update:
-    update = Update(type=kind)
-    entity_setter(update.entity)
-    return update
-
-
-def _insert(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.INSERT, entry, p4info)
-
-
-def _modify(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.MODIFY, entry, p4info)
-
-
-def _delete(entry: TableEntry, p4info: P4Info) -> Update:
-    return _table_update(Update.DELETE, entry, p4info)
-
-
-def _table_update(kind, entry: TableEntry, p4info: P4Info) -> Update:
-    if entry.is_default:
-        kind = Update.MODIFY  # a default entry always exists; it can only be modified
-    return _update(kind, lambda e: e.table_entry.CopyFrom(entry.to_proto(p4info)))
-
-
-def _insert_group(group: MulticastGroup) -> Update:
-    return _update(Update.INSERT,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))
-
-
-def _modify_group(group: MulticastGroup) -> Update:
-    return _update(Update.MODIFY,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))
-
-
-def _delete_group(group: MulticastGroup) -> Update:
-    return _update(Update.DELETE,
-                   lambda e: e.packet_replication_engine_entry.CopyFrom(group.to_proto()))

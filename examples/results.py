@@ -133,27 +133,31 @@ def _time_to_target_text(row: dict, best: float | None) -> str:
     return f"**{tta:.1f}**" if tta == best else f"{tta:.1f}"
 
 
+def pivot_table(rows: list[dict], column: str, corner: str, cell, heading=str) -> str:
+    """Markdown: one row per method, one column per value of ``column`` (both in order of
+    appearance); ``cell(row)`` is a row's cell text, a dash where a pair is missing and
+    ``heading(value)`` a column's title."""
+    columns = list(dict.fromkeys(r[column] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    found = {(r[column], r["method"]): r for r in rows}
+    lines = [f"| {corner} | " + " | ".join(heading(c) for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for m in methods:
+        cells = [cell(found[(c, m)]) if (c, m) in found else "—" for c in columns]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def overview_table(rows: list[dict], target: float) -> str:
     """Markdown: one row per method, one column per scenario, each cell the time to the target
     accuracy (s) and the mean iteration time (ms); the best time to accuracy of each scenario
     in bold. Time to accuracy is the fair comparison: policies that drop or delay samples have
     short iterations that each learn less."""
-    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    cell = {(r["scenario"], r["method"]): r for r in rows}
-    best = {s: _best_time_to_target([r for r in rows if r["scenario"] == s]) for s in scenarios}
-    lines = [f"| time to {target:.0%} in s (iteration ms) | " + " | ".join(scenarios) + " |",
-             "|---|" + "---:|" * len(scenarios)]
-    for m in methods:
-        cells = []
-        for s in scenarios:
-            r = cell.get((s, m))
-            if r is None:
-                cells.append("—")
-                continue
-            cells.append(f"{_time_to_target_text(r, best[s])} ({r['iter_mean_ms']:.0f})")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    best = {s: _best_time_to_target([r for r in rows if r["scenario"] == s])
+            for s in dict.fromkeys(r["scenario"] for r in rows)}
+    return pivot_table(rows, "scenario", f"time to {target:.0%} in s (iteration ms)",
+                       lambda r: f"{_time_to_target_text(r, best[r['scenario']])} "
+                                 f"({r['iter_mean_ms']:.0f})")
 
 
 def scenario_tables(rows: list[dict], target: float) -> str:

@@ -88,28 +88,15 @@ def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[t
     return state.hook(bucket)
 
 
-def switch_hook_state(args, rank: int, fallback: bool = True):
+def switch_hook_state(args, fallback: bool = True):
     """Aggregator, link and hook state for this rank's worker of the job. Without
     ``fallback`` the communicator has no gloo fallback: its per-call agreement is a collective
     that would hold every worker to the pace of the slowest."""
-    from control_plane.jobs import load_spec
-    from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.ddp_hook import SaAtpHookState
-    from host_lib.fallback import FallbackGroup
-    from host_lib.links import RawEthernetLink, UdpTunnelLink
-    from host_lib.runs import agree_run_id
+    from host_lib.connect import hook_state
 
-    spec = load_spec(args.job_spec)
-    run = agree_run_id(_get_default_store(), rank, spec.id)
-    config = CommunicatorConfig.from_spec(spec, rank, run, silence_timeout=args.silence_timeout)
-    if args.interface:
-        link = RawEthernetLink(args.interface, config.local.ip, config.local.port)
-    else:
-        ports = json.loads(args.udp_ports.read_text())
-        host, port = ports[str(spec.worker(rank).port)]
-        link = UdpTunnelLink((host, port))
-    group = FallbackGroup.create() if fallback else None
-    return SaAtpHookState(SwitchCommunicator(config, link, group))
+    return hook_state(args.job_spec, udp_ports=None if args.interface else args.udp_ports,
+                      interface=args.interface, mean=False, fallback=fallback,
+                      silence_timeout=args.silence_timeout)
 
 
 @dataclass
@@ -132,8 +119,7 @@ class Trainer:
         self.switch = args.comm == "switch"
         self.delayed = self.policy.delays_gradients
         if self.switch:
-            self.state = switch_hook_state(args, rank,
-                                           fallback=not self.policy.abandons_late_work)
+            self.state = switch_hook_state(args, fallback=not self.policy.abandons_late_work)
         if not self.delayed:
             self.ddp = DistributedDataParallel(self.net)
             if self.switch:

@@ -1,7 +1,7 @@
 """Allreduce through the switch for one job and worker: the object a training process uses.
 
-    config = CommunicatorConfig.from_spec(spec, worker_id, run=agree_run_id(store, rank, spec.id))
-    comm = SwitchCommunicator(config, link, fallback_group=pg)
+    # run: the same on every worker of this run (host_lib/runs.py; host_lib/connect does it)
+    comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, worker_id, run), link, pg)
     total = comm.allreduce(grad)                      # float32: quantized, exact integer sum
     mean = comm.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
     counts = comm.allreduce_int(np.array([...], np.int32))
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from host_lib.metrics import CallMetrics
 from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
@@ -38,6 +39,7 @@ from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch
 
 if TYPE_CHECKING:
+    from host_lib.device_staging import StagedBucket
     from host_lib.fallback import FallbackGroup
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class CommunicatorConfig:
     stall_timeout: float = 60.0  # longest wait for any chunk to complete, whatever arrives
     initial_rto: float = 0.05
     quantizer_threads: int = 1
+    metrics_listen: str | None = None  # "HOST:PORT": serve per-call statistics to Prometheus
 
     @classmethod
     def from_spec(cls, spec, worker_id: int, run: int, **overrides) -> CommunicatorConfig:
@@ -77,7 +80,12 @@ class _Call:
     weights: np.ndarray | None  # per worker: divide each block by the weights summed in it
     tag: object
     plan: RoundPlan
+    staged: StagedBucket | None = None  # quantized on its device: values is None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+    @property
+    def size(self) -> int:
+        return self.values.size if self.staged is None else self.staged.size
 
 
 class SwitchCommunicator:
@@ -96,6 +104,8 @@ class SwitchCommunicator:
         self.next_chunk = 0
         self.history: dict[object, np.ndarray] = {}  # tag -> last result exponents per block
         self.last_stats: CallStats | None = None
+        self.metrics = (CallMetrics(config.job, config.worker).serve(config.metrics_listen)
+                        if config.metrics_listen else None)
         self._linger = 0.0
         self._calls: queue.Queue = queue.Queue()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -134,6 +144,19 @@ class SwitchCommunicator:
                                   ("len", values.size) if tag is None else tag,
                                   plan or RoundPlan()))
 
+    def scales_for(self, tag, length: int) -> np.ndarray:
+        """The quantization scales a call of ``length`` values with ``tag`` will use: what a
+        caller that quantizes on its own device (:mod:`host_lib.device_staging`) needs."""
+        return predict_scales(self.history.get(tag), num_blocks(length))
+
+    def allreduce_staged_async(self, staged: StagedBucket, weights=None, tag=None,
+                               plan: RoundPlan | None = None) -> concurrent.futures.Future:
+        """As :meth:`allreduce_async`, for values quantized on their device with
+        ``scales_for(tag, ...)``; the I/O thread waits for their copy when it gets to them."""
+        if weights is not None:
+            weights = np.asarray(weights, np.float64)
+        return self._submit(_Call(None, True, weights, tag, plan or RoundPlan(), staged))
+
     def allreduce_int_async(self, values, plan: RoundPlan | None = None
                             ) -> concurrent.futures.Future:
         values = np.asarray(values)
@@ -148,6 +171,8 @@ class SwitchCommunicator:
         self._submit(None)
         self._thread.join(timeout=linger + 10)
         self.link.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -186,7 +211,7 @@ class SwitchCommunicator:
                 call.future.set_exception(exc)
 
     def _run_call(self, call: _Call) -> tuple[np.ndarray, CallStats]:
-        stats = CallStats(elements=call.values.size)
+        stats = CallStats(elements=call.size)
         started = time.perf_counter()
         base = self.next_chunk
         failure = None
@@ -203,12 +228,15 @@ class SwitchCommunicator:
                 log.warning("job %d: call at chunk %d completed through gloo: %s",
                             self.config.job, base, reason)
                 self.history.pop(call.tag, None)
-                result = self.fallback.allreduce(call.values, self._fallback_divisor(call),
+                values = call.values if call.staged is None else call.staged.host_values()
+                result = self.fallback.allreduce(values, self._fallback_divisor(call),
                                                  call.plan.contribute)
         elif failure is not None:
             raise failure
         stats.elapsed_s = time.perf_counter() - started
         self.last_stats = stats
+        if self.metrics is not None:
+            self.metrics.observe(stats)
         return result, stats
 
     def _fallback_divisor(self, call: _Call) -> float:
@@ -251,10 +279,16 @@ class SwitchCommunicator:
         return rnd.sums.reshape(-1)[:call.values.size].copy()
 
     def _switch_quantized(self, call: _Call, stats: CallStats) -> np.ndarray:
-        x = call.values
-        nb = num_blocks(x.size)
-        scales = predict_scales(self.history.get(call.tag), nb)
-        lanes, exps = self.quantizer.quantize(x, scales)
+        if call.staged is None:
+            x = call.values
+            scales = predict_scales(self.history.get(call.tag), num_blocks(x.size))
+            lanes, exps = self.quantizer.quantize(x, scales)
+
+            def requantize(blocks, block_scales):
+                return self.quantizer.quantize(_blocks(x, blocks), block_scales)
+        else:
+            scales, (lanes, exps) = call.staged.scales, call.staged.wait()
+            requantize = call.staged.requantize
         rnd = self._round(lanes, scales, exps, call.plan, stats)
         sums, result_exps, bitmaps = rnd.sums, rnd.exps.copy(), rnd.bitmaps.copy()
         clipped = np.nonzero((result_exps > scales) & (result_exps != P.EXP_NONFINITE))[0]
@@ -264,15 +298,14 @@ class SwitchCommunicator:
             stats.repairs = len(clipped)
             scales = scales.copy()
             scales[clipped] = result_exps[clipped]
-            repair_lanes, repair_exps = self.quantizer.quantize(
-                _blocks(x, clipped), scales[clipped])
+            repair_lanes, repair_exps = requantize(clipped, scales[clipped])
             repair = self._round(repair_lanes, scales[clipped], repair_exps, call.plan, stats)
             sums = sums.copy()
             sums[clipped] = repair.sums
             result_exps[clipped] = repair.exps
             bitmaps[clipped] = repair.bitmaps
         self.history[call.tag] = result_exps
-        return self.quantizer.dequantize(sums, scales, result_exps, x.size,
+        return self.quantizer.dequantize(sums, scales, result_exps, call.size,
                                          self._divisors(call.weights, bitmaps))
 
     def _divisors(self, weights: np.ndarray | None, bitmaps: np.ndarray) -> np.ndarray | float:

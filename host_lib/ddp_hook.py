@@ -10,11 +10,15 @@ In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
 
 The hook hands each bucket to the communicator's I/O thread and returns at once with a
 ``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
-loops that normalise the loss themselves). CUDA buckets are staged through
-pinned host memory. A failed switch path falls back to gloo inside the communicator (see
-:mod:`host_lib.fallback`), so the future always carries the right values or an exception.
+loops that normalise the loss themselves). CUDA float32 buckets are quantized on their GPU and
+only their int32 lanes cross to pinned host memory, on a side stream, overlapping the network
+transfer of the bucket before (:mod:`host_lib.device_staging`); other CUDA buckets are staged
+as float32 through pinned memory. A failed switch path falls back to gloo inside the
+communicator (see :mod:`host_lib.fallback`), so the future always carries the right values or an
+exception.
 """
 
+import concurrent.futures
 import threading
 from dataclasses import dataclass, field
 
@@ -22,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from host_lib.communicator import SwitchCommunicator
+from host_lib.device_staging import DeviceStaging
 from host_lib.rounds import CallStats, RoundPlan
 
 
@@ -30,14 +35,23 @@ class SaAtpHookState:
     """The hook's state. ``weights`` (one per worker) turn the sum into a weighted mean: each
     block is divided by the weights of the workers it sums; None leaves the plain sum, for
     training loops that normalise the loss themselves. ``plan`` is how this worker takes part in
-    the current iteration (set per iteration by a straggler policy)."""
+    the current iteration (set per iteration by a straggler policy). ``quantize_on_device``:
+    None quantizes CUDA float32 buckets on their GPU, True every float32 bucket through the
+    device path (on a CPU tensor too), False none."""
 
     communicator: SwitchCommunicator
     weights: list[float] | None = None
     plan: RoundPlan | None = None
+    quantize_on_device: bool | None = None
     stats: list[CallStats] = field(default_factory=list, init=False, repr=False)  # per bucket
     staged: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
+    device: DeviceStaging | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        if tensor.dtype != torch.float32 or self.quantize_on_device is False:
+            return False
+        return bool(self.quantize_on_device) or tensor.is_cuda
 
     def staging(self, bucket_index: int, tensor: torch.Tensor) -> torch.Tensor:
         """A float32 CPU view or copy of the bucket (pinned, for CUDA buckets)."""
@@ -70,24 +84,39 @@ def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
     ``ddp.register_comm_hook(state, sa_atp_hook)``). Returns at once; the future completes
     with the bucket overwritten in place by the (weighted) sum, on the bucket's device."""
     tensor = bucket.buffer()
-    host = state.staging(bucket.index(), tensor)
-    pending = state.communicator.allreduce_async(host.numpy(), weights=state.weights,
-                                               tag=("bucket", bucket.index(), tensor.numel()),
-                                               plan=state.plan)
+    comm, tag = state.communicator, ("bucket", bucket.index(), tensor.numel())
+    if state.on_device(tensor):
+        if state.device is None:
+            state.device = DeviceStaging(comm.config.n_workers)
+        staged = state.device.stage(bucket.index(), tensor, comm.scales_for(tag, tensor.numel()))
+        pending = comm.allreduce_staged_async(staged, state.weights, tag, state.plan)
+    else:
+        host = state.staging(bucket.index(), tensor)
+        pending = comm.allreduce_async(host.numpy(), weights=state.weights, tag=tag,
+                                       plan=state.plan)
+
+    def write_back(result, stats) -> torch.Tensor:
+        state.record(stats)
+        if tensor.is_cuda:
+            with torch.cuda.device(tensor.device):
+                tensor.copy_(torch.from_numpy(result).view_as(tensor))
+        else:
+            tensor.copy_(torch.from_numpy(result).view_as(tensor))
+        return tensor
+
+    return completing(pending, write_back)
+
+
+def completing(pending: concurrent.futures.Future, finish) -> torch.futures.Future:
+    """A torch future of ``finish(result, stats)``, called on the communicator's I/O thread when
+    its call ``pending`` is done; an exception from either reaches the torch future."""
     future: torch.futures.Future = torch.futures.Future()
 
-    def finish(done) -> None:
+    def done(call: concurrent.futures.Future) -> None:
         try:
-            result, stats = done.result()
-            state.record(stats)
-            if tensor.is_cuda:
-                with torch.cuda.device(tensor.device):
-                    tensor.copy_(torch.from_numpy(result).view_as(tensor))
-            else:
-                tensor.copy_(torch.from_numpy(result).view_as(tensor))
-            future.set_result(tensor)
-        except BaseException as exc:  # noqa: BLE001 - delivered to DDP through the future
+            future.set_result(finish(*call.result()))
+        except BaseException as exc:  # noqa: BLE001 - delivered through the future
             future.set_exception(exc)
 
-    pending.add_done_callback(finish)
+    pending.add_done_callback(done)
     return future

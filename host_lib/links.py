@@ -1,11 +1,28 @@
-"""A worker's link to the switch: whole Ethernet frames out and in.
+"""A worker's link to the switch: whole Ethernet frames out and in, one at a time or in batches.
+
+The interface the transport uses (:class:`FrameLink`):
+
+* ``send(frame)``: one frame (bytes-like, ``FRAME_LEN`` bytes);
+* ``send_batch(frames)``: a ``FRAME_DTYPE`` array of frames, all to the same destination;
+* ``recv_batch(rows) -> lengths``: frames into the rows of a 2-D uint8 array, one per row, until
+  it is full or none is waiting; returns each one's full length (a longer datagram is cut to its
+  row), so the caller tells frames from anything else;
+* ``fileno()`` for the poll loop, and ``close()``. Every link is non-blocking.
+
+Links:
 
 * :class:`UdpTunnelLink` carries each frame as one UDP datagram to a port of the embedded
   software switch on loopback (``softswitch-grpc -i 1@udp:127.0.0.1:PORT``): no root needed.
+  Batches go through :class:`pktio.udp.UdpBatch` (segmentation offload and GRO, else
+  ``sendmmsg``/``recvmmsg``, else one call per frame).
+* :class:`~host_lib.udp_link.UdpSocketLink` speaks the protocol on a plain UDP socket bound to
+  the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
 * :class:`RawEthernetLink` sends and receives frames on a Linux interface through AF_PACKET, as a
   Mininet host does with bmv2 or the embedded switch on veth pairs (needs CAP_NET_RAW).
+* :class:`ImpairedLink` drops, duplicates and reorders frames of another link.
 
-Both are non-blocking and expose ``fileno()`` for the transport's poll loop.
+A link written for one frame at a time (``send`` and ``recv_into(buf) -> length``, as test
+doubles are) gets the batch calls from :func:`as_frame_link`.
 """
 
 from __future__ import annotations
@@ -13,18 +30,56 @@ from __future__ import annotations
 import socket
 import struct
 
+import numpy as np
+
+from pktio.ring import open_ring
+from pktio.udp import UdpBatch
 from protocol import constants as P
+from protocol.codec import field_offset
 
 _RECV_BUFFER = 8 << 20
 _ETH_P_ALL = 0x0003
 _PACKET_OUTGOING = 4
 _SA_ATP_PORT_BYTES = struct.pack("!H", P.UDP_PORT)
+_UDP_SPORT, _UDP_DPORT = field_offset("udp_sport"), field_offset("udp_dport")
+
+
+class FrameLink:
+    """Batch calls built from one-frame ``send`` and ``recv_into``, for links that have
+    nothing faster."""
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        for frame in frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN):
+            self.send(frame)
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        lengths = np.zeros(len(rows), np.int64)
+        for i, row in enumerate(rows):
+            n = self.recv_into(memoryview(row))
+            if not n:
+                return lengths[:i]
+            lengths[i] = n
+        return lengths
+
+
+class _PerFrame(FrameLink):
+    def __init__(self, link):
+        self.link = link
+        self.send, self.recv_into = link.send, link.recv_into
+        self.fileno, self.close = link.fileno, link.close
+
+
+def as_frame_link(link) -> FrameLink:
+    """``link`` itself if it has the batch calls, else a wrapper that gives it them."""
+    return link if hasattr(link, "recv_batch") else _PerFrame(link)
 
 
 class UdpTunnelLink:
-    """Frames as UDP datagrams to ``switch_addr`` (host, port), from an ephemeral local port."""
+    """Frames as UDP datagrams to ``switch_addr`` (host, port), from an ephemeral local port.
+    ``mode`` forces one of :data:`pktio.udp.MODES` (default: the best the kernel has)."""
 
-    def __init__(self, switch_addr: tuple[str, int], bind_host: str = "127.0.0.1"):
+    def __init__(self, switch_addr: tuple[str, int], bind_host: str = "127.0.0.1",
+                 mode: str | None = None):
         self.switch_addr = switch_addr
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
@@ -32,6 +87,7 @@ class UdpTunnelLink:
         self.sock.bind((bind_host, 0))
         self.sock.connect(switch_addr)
         self.sock.setblocking(False)
+        self.io = UdpBatch(self.sock, mode)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -42,28 +98,35 @@ class UdpTunnelLink:
         except (BlockingIOError, ConnectionRefusedError):
             pass  # a full buffer or an absent switch is loss; retransmission recovers
 
+    def send_batch(self, frames: np.ndarray) -> None:
+        self.io.send(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        return self.io.lengths[:self.io.recv(rows)]
+
     def recv_into(self, buf) -> int:
-        """Length of the next frame, 0 if none is waiting."""
-        try:
-            return self.sock.recv_into(buf)
-        except (BlockingIOError, ConnectionRefusedError):
-            return 0
+        """One frame into ``buf`` (for callers that take one at a time); its length, 0 if none
+        is waiting."""
+        lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
+        return min(int(lengths[0]), len(buf)) if len(lengths) else 0
 
     def close(self) -> None:
         self.sock.close()
 
 
-class RawEthernetLink:
+class RawEthernetLink(FrameLink):
     """Frames on a Linux interface. Only frames to this host's SA-ATP UDP port are returned;
     a plain UDP socket bound to that port keeps the kernel from answering results with ICMP
-    port-unreachable."""
+    port-unreachable. Frames go in and out through PACKET_MMAP rings (:mod:`pktio.ring`),
+    else (``ring=False``, or a kernel without them) one call per frame."""
 
-    def __init__(self, interface: str, ip: str, udp_port: int = P.UDP_PORT):
+    def __init__(self, interface: str, ip: str, udp_port: int = P.UDP_PORT, ring: bool = True):
         self.interface = interface
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
         self.sock.bind((interface, 0))
         self.sock.setblocking(False)
+        self.ring = open_ring(self.sock) if ring else None
         self._port = struct.pack("!H", udp_port)
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sink.bind((ip, udp_port))
@@ -71,11 +134,40 @@ class RawEthernetLink:
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def _ours(self, frame) -> bool:
+        return (len(frame) >= _UDP_SPORT + 4 and frame[_UDP_DPORT:_UDP_DPORT + 2] == self._port
+                and frame[_UDP_SPORT:_UDP_SPORT + 2] == _SA_ATP_PORT_BYTES)
+
     def send(self, frame) -> None:
+        if self.ring is not None:
+            self.ring.send([frame])
+            return
         try:
             self.sock.send(frame)
         except BlockingIOError:
             pass
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        if self.ring is None:
+            super().send_batch(frames)
+            return
+        self.ring.send(list(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN)))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        if self.ring is None:
+            return super().recv_batch(rows)
+        lengths: list[int] = []
+        while len(lengths) < len(rows):
+            want = len(rows) - len(lengths)
+            batch = self.ring.recv(want)
+            for frame, *_aux in batch:
+                if self._ours(frame):
+                    n = min(len(frame), rows.shape[1])
+                    rows[len(lengths), :n] = np.frombuffer(frame, np.uint8, n)
+                    lengths.append(len(frame))
+            if len(batch) < want:
+                break
+        return np.array(lengths, np.int64)
 
     def recv_into(self, buf) -> int:
         while True:
@@ -85,15 +177,17 @@ class RawEthernetLink:
                 return 0
             if addr[2] == _PACKET_OUTGOING:
                 continue  # our own transmissions, looped back by AF_PACKET
-            if n >= 38 and buf[36:38] == self._port and buf[34:36] == _SA_ATP_PORT_BYTES:
+            if self._ours(buf[:n]):
                 return n
 
     def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
         self.sock.close()
         self._sink.close()
 
 
-class ImpairedLink:
+class ImpairedLink(FrameLink):
     """Wraps a link and drops, duplicates and reorders frames in both directions, with seeded
     probabilities, for experiments and tests (this kernel has no netem; the switch's drop
     simulator loses frames per port, this loses them per worker). A reordered frame is held
@@ -103,7 +197,7 @@ class ImpairedLink:
                  hold: int = 3, seed: int = 0):
         import random
 
-        self.link = link
+        self.link = as_frame_link(link)
         self.duplicate = duplicate
         self.reorder = reorder
         self.drop = drop
@@ -112,6 +206,7 @@ class ImpairedLink:
         self._held_out: list[list] = []  # [frames to wait, frame]
         self._held_in: list[list] = []
         self._ready_in: list[bytes] = []
+        self._rows = np.zeros((64, P.FRAME_LEN + 1), np.uint8)
 
     def fileno(self) -> int:
         return self.link.fileno()
@@ -139,17 +234,18 @@ class ImpairedLink:
 
     def recv_into(self, buf) -> int:
         while not self._ready_in:
-            n = self.link.recv_into(buf)
-            if not n:
+            lengths = self.link.recv_batch(self._rows)
+            if not len(lengths):
                 # nothing new: let held frames go rather than hold them forever
                 self._ready_in = [f for _, f in self._held_in]
                 self._held_in.clear()
                 if not self._ready_in:
                     return 0
                 break
-            self._ready_in += self._impair(bytes(buf[:n]), self._held_in)
+            for row, n in zip(self._rows, lengths.tolist(), strict=False):
+                self._ready_in += self._impair(row[:min(n, len(row))].tobytes(), self._held_in)
         frame = self._ready_in.pop(0)
-        n = min(len(frame), len(buf))  # a socket truncates a datagram to the buffer too
+        n = min(len(frame), len(buf))  # a socket cuts a datagram to the buffer too
         buf[:n] = frame[:n]
         return n
 

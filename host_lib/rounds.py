@@ -106,6 +106,7 @@ class Round:
         self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
         self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
         self.lost = np.zeros(self.n, bool)  # a later chunk's result came first: ask again
+        self.pending_at = np.full(self.n, np.nan)  # when a PENDING last said it waits on peers
         self.sums = np.zeros((self.n, P.LANES), np.int32)
         self.exps = np.zeros(self.n, np.uint16)
         self.bitmaps = np.zeros(self.n, np.uint32)

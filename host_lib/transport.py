@@ -25,6 +25,7 @@ from collections import deque
 import numpy as np
 
 from host_lib.frame_filter import FrameFilter
+from host_lib.links import as_frame_link
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import HelperDuty, HelperRole
@@ -59,6 +60,7 @@ class Transport(HelperRole):
                  rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
                  n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0):
         self.link = link
+        self._batches = as_frame_link(link)  # the link's batch calls
         self.job = job
         self.run_id = run
         self.filter = FrameFilter(switch, local, job, run)
@@ -69,7 +71,8 @@ class Transport(HelperRole):
         self.switch = switch
         self.peers = peers or {}
         self.all_workers = (1 << (n_workers or len(self.peers) or 1)) - 1
-        self.rto = rto or RtoEstimator()
+        self.rto = rto or RtoEstimator()  # first send to result: includes waits for peers
+        self.ask_rto = RtoEstimator()  # a question to the switch and its answer
         self.silence_timeout = silence_timeout
         # Received frames land in rows of one array, a batch at a time; one spare byte per row
         # tells an oversized datagram (truncated to the row) from a frame.
@@ -153,7 +156,7 @@ class Transport(HelperRole):
 
     def _send_window(self, rnd: Round, stats: CallStats, now: float) -> None:
         """Send chunks in order while the window allows: chunk j needs j - W resolved. A
-        chunk already taken over goes to its helper instead."""
+        chunk already taken over goes to its helper instead; the others go out as one batch."""
         while rnd.next_to_send < rnd.n:
             # At most W chunks at a time: beyond them, j - W is a chunk of this very pass.
             js = np.arange(rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots))
@@ -163,19 +166,19 @@ class Transport(HelperRole):
             if not stop:
                 return
             js = js[:stop]
-            sent = 0
-            for j, done, helper in zip(js.tolist(), rnd.done[js].tolist(),
-                                       rnd.taken_by[js].tolist(), strict=True):
-                if done:
-                    continue  # its result came before we got here (k-of-n): nothing to send
-                if helper >= 0:
-                    self._to_helper(rnd, stats, j, helper)
-                else:
-                    self.link.send(rnd.frame(j))
-                    sent += 1
-            stats.packets_sent += sent
+            direct = ~rnd.done[js] & (rnd.taken_by[js] < 0)  # done: its result came first
+            if direct.all():
+                self._batches.send_batch(rnd.frames[js[0]:js[-1] + 1])
+            else:
+                for j in js[(rnd.taken_by[js] >= 0) & ~rnd.done[js]].tolist():
+                    self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
+                if direct.any():
+                    self._batches.send_batch(rnd.frames[js[direct]])
+            stats.packets_sent += int(direct.sum())
             rnd.sent_at[js] = now
-            rnd.deadline[js] = now + self.rto.rto
+            # The chunk's designated worker asks first if it times out; the others later,
+            # since the PENDING that answers it reaches them all.
+            rnd.deadline[js] = now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
@@ -197,6 +200,7 @@ class Transport(HelperRole):
             rnd.backoff[j] += 1
             stats.timeouts += 1
             helper = int(rnd.taken_by[j])
+            timer = self.rto
             if helper >= 0:
                 # Taken over: keep sending our contribution to the helper until the result
                 # comes. It adds each worker once, so this also covers a partial the helper
@@ -212,13 +216,15 @@ class Transport(HelperRole):
                 self._to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
                 rnd.attempt[j] += 1
             else:
-                # Ask the switch again: it answers with the result, or says where the chunk is.
+                # Ask the switch again: it answers at once, with the result, a PENDING or
+                # where the chunk went, so the next question is due one switch round trip on.
                 rnd.frames["flags"][j] |= P.Flag.RETX
                 self.link.send(rnd.frame(j))
                 stats.packets_sent += 1
                 stats.retransmissions += 1
+                timer = self.ask_rto
             rnd.sent_at[j] = now
-            rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
+            rnd.deadline[j] = now + timer.backoff(int(rnd.backoff[j]))
         pending = rnd.deadline[window][~rnd.done[window]]
         return float(pending.min()) if len(pending) else now + 0.5
 
@@ -249,16 +255,13 @@ class Transport(HelperRole):
     def _receive_batch(self, stats: CallStats) -> tuple[int, bool]:
         """Receive up to a batch of frames into the rows of ``_rx``; returns how many, and
         whether more may be waiting. Datagrams of any other length are counted and dropped."""
-        rows, received = self._rx_rows, 0
-        while received < _RX_BATCH:
-            n = self.link.recv_into(rows[received])
-            if not n:
-                return received, False
-            if n != P.FRAME_LEN:
-                stats.malformed += 1
-                continue
-            received += 1
-        return received, True
+        lengths = self._batches.recv_batch(self._rx)
+        received = len(lengths)
+        frames = lengths == P.FRAME_LEN
+        if not frames.all():
+            stats.malformed += received - int(frames.sum())
+            self._rx[:int(frames.sum())] = self._rx[:received][frames]
+        return int(frames.sum()), received == _RX_BATCH
 
     def _handle_batch(self, rnd: Round | None, stats: CallStats, received: int,
                       now: float) -> bool:
@@ -301,10 +304,14 @@ class Transport(HelperRole):
         stats.results += len(js)
         # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
         # round trip: these results were all sent within one window.
-        clean = js[(rnd.retries[js] == 0) & (rnd.taken_by[js] < 0) & ~np.isnan(rnd.sent_at[js])]
+        clean = js[(rnd.retries[js] == 0) & np.isnan(rnd.pending_at[js]) & (rnd.taken_by[js] < 0)
+                   & ~np.isnan(rnd.sent_at[js])]
         if len(clean):
             self.rto.sample(now - float(rnd.sent_at[clean].mean()))
-        self._detect_losses(rnd, js, now)
+        copies = js[(frames["flags"] & P.Flag.COPY != 0) & (rnd.retries[js] == 1)]
+        for j in copies.tolist():
+            self.ask_rto.sample(now - float(rnd.sent_at[j]))
+        self._detect_losses(rnd, js[frames["flags"] & P.Flag.HELPER == 0], now)
         # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
         before = js[js >= self.slots] - self.slots
         lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
@@ -312,27 +319,37 @@ class Transport(HelperRole):
         rnd.backoff[lost] = 0
 
     def _detect_losses(self, rnd: Round, js: np.ndarray, now: float) -> None:
-        """Results come back in the order chunks were sent: every worker sends in chunk order
-        and a chunk completes with its last contribution. So a chunk sent before one whose
-        result just came, and still without its own, lost a contribution or its result (as
-        TCP's RACK infers from a later packet's ACK). Only one worker asks at once: every
-        worker sees the same gap when a contribution was lost, and all but its sender would
-        only hear PENDING. The chunk's designated worker asks now; the others give it two
-        round trips, and ask then if the result has still not come."""
-        sent = rnd.sent_at[js]
-        if not len(sent) or np.isnan(sent).all():
+        """Results come back in chunk order: every worker sends its contributions in chunk
+        order, and a chunk completes with its last one, so chunk c is complete before any
+        later chunk is (whether that one completed with first sends or with resends, each
+        worker sent c before it). A chunk before one whose result just came (``js``: plain
+        results, not a helper's), still without its own, lost a contribution or its result,
+        as TCP's RACK infers from a later packet's ACK. Chunks taken over complete out of
+        order (the timer covers them). A chunk a PENDING said was waiting completes when the
+        missing workers send again: later chunks may complete first until they have had time
+        to (two round trips).
+
+        Only one worker asks at once: every worker sees the same gap when a contribution
+        was lost, and the switch answers one question with a PENDING to all of them. The
+        chunk's designated worker asks now; the others give it two round trips, and ask then
+        if neither the PENDING nor the result has come."""
+        if not len(js):
             return
-        latest = float(np.nanmax(sent))
-        lo, hi = rnd.first_pending, rnd.next_to_send
+        lo, hi = rnd.first_pending, min(int(js.max()), rnd.next_to_send)
+        if hi <= lo:
+            return
+        wait = 2 * self.ask_rto.rto
         gap = np.flatnonzero(~rnd.done[lo:hi] & ~rnd.lost[lo:hi] & (rnd.taken_by[lo:hi] < 0)
-                             & (rnd.sent_at[lo:hi] < latest)) + lo
+                             & ~(rnd.pending_at[lo:hi] > now - wait)) + lo
         if not len(gap):
             return
-        n = self.all_workers.bit_length()
-        designated = (rnd.base + gap) % n == self.worker
-        wait = 2 * (self.rto.srtt or self.rto.initial)
         rnd.lost[gap] = True
-        rnd.deadline[gap] = np.minimum(rnd.deadline[gap], np.where(designated, now, now + wait))
+        rnd.deadline[gap] = np.minimum(rnd.deadline[gap],
+                                       np.where(self._designated(rnd, gap), now, now + wait))
+
+    def _designated(self, rnd: Round, js: np.ndarray) -> np.ndarray:
+        """Whether this worker is the one that asks first about chunks ``js``."""
+        return (rnd.base + js) % self.all_workers.bit_length() == self.worker
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
@@ -379,18 +396,33 @@ class Transport(HelperRole):
         if rnd.done[j]:
             return
         if reason == P.Bounce.PENDING:
-            # The chunk waits on peers and holds our contribution (unless we only probed). The
-            # probes back off; a result lost later is noticed by _detect_losses. (No round-trip
-            # sample: a bounce measures the switch, not how long a chunk takes to complete.)
+            # The chunk waits on peers; every worker hears the answer to one worker's question.
+            # (No round-trip sample from this chunk: its result will have waited on a peer.)
             rnd.missing[j] = self.all_workers & ~bitmap
             rnd.included[j] = bool(bitmap >> self.worker & 1)
-            if (not rnd.included[j] and rnd.plan.contribute and rnd.taken_by[j] < 0
-                    and j < rnd.next_to_send):
-                # A peer asked and the switch says ours is missing: it was lost. Send it again
-                # once a copy still on its way would have arrived.
+            rnd.pending_at[j] = now
+            if worker == self.worker and rnd.retries[j] == 1:
+                self.ask_rto.sample(now - float(rnd.sent_at[j]))  # the answer to our question
+            if j >= rnd.next_to_send or rnd.taken_by[j] >= 0:
+                return
+            # The workers it waits on send in chunk order: our later chunks wait on them too
+            # (or on a loss, which a later result reveals). One question at a time suffices.
+            later = np.arange(j + 1, rnd.next_to_send)
+            later = later[~rnd.lost[later]]
+            rnd.deadline[later] = np.maximum(rnd.deadline[later], now + self.rto.rto)
+            if not rnd.included[j] and rnd.plan.contribute:
+                # Ours is missing: it was lost. Send it again once a copy still on its way
+                # would have arrived.
                 rnd.lost[j] = True
-                rnd.deadline[j] = min(rnd.deadline[j],
-                                      rnd.sent_at[j] + (self.rto.srtt or self.rto.initial))
+                rnd.deadline[j] = min(rnd.deadline[j], rnd.sent_at[j] + self.ask_rto.rto)
+            else:
+                # The chunk is alive, and the missing workers, who heard this too, send theirs
+                # themselves (they may not have reached it yet): whoever asked this, our next
+                # question waits as long as a chunk may (backed off). A result lost on its way
+                # to us is noticed sooner, from later results (_detect_losses).
+                rnd.lost[j] = False
+                rnd.backoff[j] += 1
+                rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
         elif reason == P.Bounce.TAKEN:
             self._taken(rnd, stats, j, worker, False)
         elif reason == P.Bounce.STALE:

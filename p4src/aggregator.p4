@@ -321,15 +321,14 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         } else if (response == RESPOND_CONTROLLER) {
             report_to_controller();
         } else if (response == RESPOND_PENDING) {
-            /* To the sender, and to every worker still missing from the bitmap: a worker whose
-             * contribution was lost learns it from the first worker that asks (egress prunes
-             * the copies to the others). */
+            /* To every worker of the job: one worker's question answers all of them. A worker
+             * missing from the bitmap learns its contribution was lost and sends it again; the
+             * others learn the chunk is alive and hold back their own questions. */
             hdr.sa.op = OP_BOUNCE;
             hdr.sa.reason = BOUNCE_PENDING;
             hdr.sa.bitmap = bitmap;
             hdr.sa.count = count;
             multicast_to_job();
-            meta.nudge = 1;
         }
     }
 }

@@ -98,20 +98,17 @@ control SaAtpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_m
         if (sm.egress_port == CPU_PORT) {
             return;   /* management reply: no rewrite, no loss, not counted */
         }
+        bool to_worker = meta.to_worker == 1;   /* a HELPER_DATA on its way to its helper */
         if (sm.instance_type == INSTANCE_TYPE_REPLICATION) {
             if (meta.to_job == 1) {
                 meta.dest_worker = (bit<8>)sm.egress_rid;
-                replica_rewrite.apply(hdr, meta);
-                if (meta.nudge == 1 && meta.dest_worker != hdr.sa.worker
-                        && (hdr.sa.bitmap & meta.dest_bit) != 0) {
-                    mark_to_drop(sm);   /* a PENDING copy for a worker already summed */
-                    return;
-                }
+                to_worker = true;
             } else if (sm.egress_port == sm.ingress_port) {
                 mark_to_drop(sm);   /* never flood a frame back out of the port it came in on */
                 return;
             }
-        } else if (meta.to_worker == 1) {
+        }
+        if (to_worker) {
             replica_rewrite.apply(hdr, meta);
         }
         bit<4> tx_op = 0;

@@ -5,7 +5,11 @@ whole Ethernet frame entering switch port ``N``, and frames leaving port ``N`` a
 address that most recently sent a datagram to it (frames for a port with no peer yet are dropped
 and counted).  This lets worker processes attach to the switch without root or veth pairs.
 
-One thread waits on all port sockets and feeds every received frame to the dataplane.
+One thread waits on all port sockets and feeds every received frame to the dataplane. Ports
+receive in batches and the frames that the batch sends out leave in batches, port by port, after
+it (:mod:`pktio`: UDP segmentation offload and GRO on tunnel ports, PACKET_MMAP rings on
+interfaces), so a packet costs the pipeline and not two system calls; frames sent from another
+thread (P4Runtime PacketOut) leave at once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from pktio.ring import open_ring
+from pktio.udp import UdpBatch, address
+
 from .dataplane import Dataplane
 from .pcap import PcapWriter
 
@@ -28,6 +37,7 @@ log = logging.getLogger("softswitch.ports")
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 MAX_FRAME = 65535
+UDP_BATCH = 64  # datagrams a tunnel port takes in one receive
 # Linux <linux/if_packet.h>: the VLAN tag the kernel took out of a received frame comes back
 # in a tpacket_auxdata control message.
 SOL_PACKET = 263
@@ -53,12 +63,28 @@ class Port:
         self.sock: socket.socket
         self.pcap_in: PcapWriter | None = None
         self.pcap_out: PcapWriter | None = None
+        self.pending: list[bytes] = []  # frames to send after the batch being processed
+
+    def recv_batch(self) -> list[bytes]:
+        """Frames waiting on the port; none when nothing is (or only our own transmissions)."""
+        try:
+            frame = self.recv()
+        except BlockingIOError:
+            return []
+        return [] if frame is None else [frame]
 
     def recv(self) -> bytes | None:
         raise NotImplementedError
 
     def send(self, frame: bytes) -> None:
+        """Send one frame now (safe from any thread)."""
         raise NotImplementedError
+
+    def flush(self) -> None:
+        """Send the pending frames (from the port thread)."""
+        frames, self.pending = self.pending, []
+        for frame in frames:
+            self.send(frame)
 
     def close(self) -> None:
         self.sock.close()
@@ -73,15 +99,24 @@ class UdpPort(Port):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         self.sock.bind((host, udp_port))
+        self.sock.setblocking(False)
         self.address = self.sock.getsockname()[:2]
         self.name = f"udp:{host}:{self.address[1]}"  # the port actually bound
         self.peer: tuple | None = None
+        self.io = UdpBatch(self.sock, capacity=UDP_BATCH)
+        self._rows = np.zeros((UDP_BATCH, MAX_FRAME + 1), np.uint8)
+        self._peer_name = b""
 
-    def recv(self) -> bytes | None:
-        frame, peer = self.sock.recvfrom(MAX_FRAME)
-        self.peer = peer
-        return frame
+    def recv_batch(self) -> list[bytes]:
+        n = self.io.recv(self._rows)
+        if n:
+            last = self.io.names[n - 1].tobytes()
+            if last != self._peer_name:
+                self._peer_name, self.peer = last, address(last)
+        return [self._rows[i, :length].tobytes()
+                for i, length in enumerate(self.io.lengths[:n].tolist())]
 
     def send(self, frame: bytes) -> None:
         if self.peer is None:
@@ -94,20 +129,51 @@ class UdpPort(Port):
             self.stats.tx_dropped += 1
             log.warning("port %d: cannot send to %s: %s", self.number, self.peer, exc)
 
+    def flush(self) -> None:
+        """Runs of equal-length frames leave as one batch each."""
+        frames, self.pending = self.pending, []
+        if self.peer is None:
+            self.stats.tx_dropped += len(frames)
+            return
+        start = 0
+        while start < len(frames):
+            size = len(frames[start])
+            end = start + 1
+            while end < len(frames) and len(frames[end]) == size:
+                end += 1
+            rows = np.frombuffer(b"".join(frames[start:end]), np.uint8).reshape(end - start, size)
+            try:
+                sent = self.io.send(rows, self.peer)
+            except OSError as exc:
+                sent = 0
+                log.warning("port %d: cannot send to %s: %s", self.number, self.peer, exc)
+            self.stats.tx += sent
+            self.stats.tx_dropped += end - start - sent
+            start = end
+
 
 class InterfacePort(Port):
     """A Linux network interface through an AF_PACKET socket (needs CAP_NET_RAW).
 
     The kernel strips a received frame's outer 802.1Q/802.1ad tag into packet metadata (VLAN
     acceleration); bmv2 reads through libpcap, which puts it back. So does this port, from the
-    PACKET_AUXDATA control message, so that a tagged frame reaches the pipeline, and leaves,
-    with its tag, as on bmv2."""
+    PACKET_AUXDATA control message (or the ring's frame header), so that a tagged frame reaches
+    the pipeline, and leaves, with its tag, as on bmv2. Frames go in and out through
+    PACKET_MMAP rings (:mod:`pktio.ring`) where the kernel has them, else one call per frame."""
 
     def __init__(self, number: int, ifname: str):
         super().__init__(number, ifname)
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         self.sock.bind((ifname, 0))
+        self.sock.setblocking(False)
+        self.ring = open_ring(self.sock)
+
+    def recv_batch(self) -> list[bytes]:
+        if self.ring is None:
+            return super().recv_batch()
+        return [with_vlan_tag(frame, status, 0, 0, 0, 0, tci, tpid)
+                for frame, status, tci, tpid in self.ring.recv(UDP_BATCH)]
 
     def recv(self) -> bytes | None:
         frame, ancillary, _flags, addr = self.sock.recvmsg(MAX_FRAME,
@@ -120,12 +186,31 @@ class InterfacePort(Port):
         return frame
 
     def send(self, frame: bytes) -> None:
+        if self.ring is not None:
+            self._count(self.ring.send([frame]), 1)
+            return
         try:
             self.sock.send(frame)
             self.stats.tx += 1
         except OSError as exc:
             self.stats.tx_dropped += 1
             log.warning("port %d (%s): send failed: %s", self.number, self.name, exc)
+
+    def flush(self) -> None:
+        if self.ring is None:
+            super().flush()
+            return
+        frames, self.pending = self.pending, []
+        self._count(self.ring.send(frames), len(frames))
+
+    def _count(self, sent: int, frames: int) -> None:
+        self.stats.tx += sent
+        self.stats.tx_dropped += frames - sent
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
+        super().close()
 
 
 def with_vlan_tag(frame: bytes, status: int, _len: int, _snaplen: int, _mac: int, _net: int,
@@ -166,6 +251,7 @@ class PortManager:
         self.pcap_dir = None if pcap_dir is None else Path(pcap_dir)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._loop_ident: int | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self.unknown_port_drops = 0
         dataplane.set_transmit(self.transmit)
@@ -205,35 +291,49 @@ class PortManager:
             return
         if port.pcap_out is not None:
             port.pcap_out.write(frame)
-        port.send(frame)
+        if threading.get_ident() == self._loop_ident:
+            port.pending.append(frame)
+        else:
+            port.send(frame)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="softswitch-ports", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
+        """One batch per ready port per turn. A port whose batch was not empty is asked again
+        next turn without waiting: more may be queued, some of it (the rest of a GRO train)
+        where select does not see it."""
+        self._loop_ident = threading.get_ident()
         by_fd = {p.sock.fileno(): p for p in self.ports.values()}
         fds = list(by_fd) + [self._wake_r.fileno()]
+        backlog: dict[int, Port] = {}
         while not self._stop.is_set():
-            ready, _, _ = select.select(fds, [], [])
-            for fd in ready:
-                port = by_fd.get(fd)
-                if port is None:
-                    continue
+            ready, _, _ = select.select(fds, [], [], 0 if backlog else None)
+            turn = backlog | {fd: by_fd[fd] for fd in ready if fd in by_fd}
+            backlog = {}
+            for fd, port in turn.items():
                 try:
-                    frame = port.recv()
+                    frames = port.recv_batch()
                 except OSError as exc:
                     log.warning("port %d: receive failed: %s", port.number, exc)
                     continue
-                if frame is None:
-                    continue
-                port.stats.rx += 1
-                if port.pcap_in is not None:
-                    port.pcap_in.write(frame)
-                try:
-                    self.dataplane.receive(port.number, frame)
-                except Exception:  # keep the switch alive whatever one packet does
-                    log.exception("error while processing a packet from port %d", port.number)
+                for frame in frames:
+                    self._receive(port, frame)
+                for out in self.ports.values():
+                    if out.pending:
+                        out.flush()
+                if frames:
+                    backlog[fd] = port
+
+    def _receive(self, port: Port, frame: bytes) -> None:
+        port.stats.rx += 1
+        if port.pcap_in is not None:
+            port.pcap_in.write(frame)
+        try:
+            self.dataplane.receive(port.number, frame)
+        except Exception:  # keep the switch alive whatever one packet does
+            log.exception("error while processing a packet from port %d", port.number)
 
     def stop(self) -> None:
         self._stop.set()

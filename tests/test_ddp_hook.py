@@ -28,12 +28,14 @@ def gradients_both_ways(comm, arg):
     from host_lib.ddp_hook import SaAtpHookState, sa_atp_hook
 
     rank, device = arg
+    on_device = device == "cpu-on-device"  # the GPU path, run on CPU tensors
+    device = "cpu" if on_device else device
     xtr, ytr, _, _ = digits.load()
     xtr, ytr = xtr.to(device), ytr.to(device)
     ids = [0] if device == "cuda" else None
     nets = {"switch": DistributedDataParallel(digits.model(0).to(device), device_ids=ids),
             "gloo": DistributedDataParallel(digits.model(0).to(device), device_ids=ids)}
-    state = SaAtpHookState(comm, weights=[1.0] * N)
+    state = SaAtpHookState(comm, weights=[1.0] * N, quantize_on_device=on_device or None)
     nets["switch"].register_comm_hook(state, sa_atp_hook)
     nets["gloo"].register_comm_hook(dist.group.WORLD, allreduce_hook)
     out = {"local": [], "switch": [], "gloo": []}
@@ -58,7 +60,9 @@ def gradients_both_ways(comm, arg):
                 p -= 0.5 * q.grad
                 q -= 0.5 * q.grad
     comm.close()
-    out["pinned"] = bool(state.staged) and all(b.is_pinned() for b in state.staged.values())
+    buffers = list(state.staged.values()) + (state.device.buffers() if state.device else [])
+    out["pinned"] = bool(buffers) and all(b.is_pinned() for b in buffers)
+    out["on_device"] = state.device is not None
     return out
 
 
@@ -82,7 +86,7 @@ def quantization_bound(local: list[np.ndarray]) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("device", [
-    "cpu",
+    "cpu", "cpu-on-device",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="needs a CUDA device")),
 ])
@@ -104,8 +108,10 @@ def test_hook_gives_allreduce_hooks_mean_within_the_quantizer_bound(tmp_path, de
                                        f"beyond the bound")
         # every worker applies the same bits
         np.testing.assert_array_equal(results[(1, w)]["switch"], results[(1, 0)]["switch"])
-        # CPU float32 buckets go straight through; CUDA buckets go through pinned memory
+        # CPU float32 buckets go straight through; CUDA buckets are quantized on the GPU and
+        # their lanes go through pinned memory
         assert results[(1, w)]["pinned"] == (device == "cuda")
+        assert results[(1, w)]["on_device"] == (device != "cpu")
 
 
 @pytest.mark.slow

@@ -87,7 +87,7 @@ def test_header_table_matches_the_codec_layout():
 def test_every_counter_and_table_the_doc_names_exists_in_the_program():
     p4info, _, _ = Pipeline().load()
     counters = [row[0] for row in table("8. Counters")]
-    assert len(counters) == 5
+    assert len(counters) == 6
     for name in counters:
         p4info.counter(name)  # raises for an unknown name
     for name in re.findall(r"`(SaAtp\w+\.\w+\.\w+)`", section("9. Drop simulator")):

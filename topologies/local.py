@@ -46,6 +46,7 @@ class WorkerContext:
     dist_port: int | None  # torch.distributed rendezvous port of the job, if any
     comm_options: dict
     impairment: dict | None = None  # ImpairedLink options (drop, duplicate, reorder), if any
+    link_mode: str | None = None  # UdpTunnelLink's pktio mode (None: the best the kernel has)
 
 
 class LocalCluster:
@@ -78,7 +79,8 @@ class LocalCluster:
         self.stop()
 
     def contexts(self, job_id: int, distributed: bool = False, impairment: dict | None = None,
-                 run: int | None = None, **comm_options) -> list[WorkerContext]:
+                 link_mode: str | None = None, run: int | None = None,
+                 **comm_options) -> list[WorkerContext]:
         """What each worker of a job needs: every call is a new run of the job (as each
         torchrun launch is), unless ``run`` names one."""
         spec = self.jobs[job_id]
@@ -86,20 +88,22 @@ class LocalCluster:
         if run is None:
             run = self._last_run = max(new_run_id(), self._last_run + 1)
         return [WorkerContext(spec, w.id, run, self.switch.udp_ports[w.port], dist_port,
-                              comm_options, _impairment_of(impairment, w.id))
+                              comm_options, _impairment_of(impairment, w.id), link_mode)
                 for w in spec.workers]
 
     def start_workers(self, fn, args: dict[int, list], distributed: bool = False,
-                      impairment: dict | None = None, **comm_options) -> WorkerGroup:
+                      impairment: dict | None = None, link_mode: str | None = None,
+                      **comm_options) -> WorkerGroup:
         """Start one process per worker of each job in ``args`` (job id -> one argument per
         worker); ``distributed`` gives each job a gloo process group and a fallback;
         ``impairment`` drops, duplicates or reorders frames on the workers' links: options for
-        every worker, or ``{worker id: options}``."""
+        every worker, or ``{worker id: options}``; ``link_mode`` forces one of
+        :data:`pktio.udp.MODES` on the links."""
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
         procs = []
         for job_id, per_worker in args.items():
-            contexts = self.contexts(job_id, distributed, impairment, **comm_options)
+            contexts = self.contexts(job_id, distributed, impairment, link_mode, **comm_options)
             if len(per_worker) != len(contexts):
                 raise ValueError(f"job {job_id} has {len(contexts)} workers, got "
                                  f"{len(per_worker)} arguments")
@@ -112,9 +116,9 @@ class LocalCluster:
 
     def run_workers(self, fn, args: dict[int, list], timeout: float = 600.0,
                     distributed: bool = False, impairment: dict | None = None,
-                    **comm_options) -> dict:
+                    link_mode: str | None = None, **comm_options) -> dict:
         """Run workers to completion; {(job, worker): return value}."""
-        return self.start_workers(fn, args, distributed, impairment,
+        return self.start_workers(fn, args, distributed, impairment, link_mode,
                                   **comm_options).join(timeout)
 
 
@@ -199,7 +203,7 @@ def _communicator(ctx: WorkerContext):
                                 rank=ctx.worker, world_size=len(ctx.spec.workers))
         fallback = FallbackGroup(dist.group.WORLD)
     config = CommunicatorConfig.from_spec(ctx.spec, ctx.worker, ctx.run, **ctx.comm_options)
-    link = UdpTunnelLink(ctx.switch_udp)
+    link = UdpTunnelLink(ctx.switch_udp, mode=ctx.link_mode)
     if ctx.impairment:
         link = ImpairedLink(link, **{"seed": ctx.worker, **ctx.impairment})
     return SwitchCommunicator(config, link, fallback)

@@ -11,6 +11,8 @@ the only traffic a switch sees besides SA-ATP's.
 
 from __future__ import annotations
 
+import functools
+import subprocess
 from pathlib import Path
 
 from mininet.log import info
@@ -80,7 +82,8 @@ class P4RuntimeSwitch(Switch):
 
 class _MininetSwitchProcess(SwitchProcess):
     """A SwitchProcess that gives bmv2 a Thrift port of its own: bmv2 builds with Thrift would
-    otherwise all take 9090, and the second switch of a topology would fail to start."""
+    otherwise all take 9090, and the second switch of a topology would fail to start. (A bmv2
+    built without Thrift has no such option and refuses it.)"""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -88,7 +91,7 @@ class _MininetSwitchProcess(SwitchProcess):
 
     def command(self) -> list[str]:
         cmd = super().command()
-        if self.name == "bmv2":
+        if self.name == "bmv2" and _has_thrift(cmd[0]):
             cut = cmd.index("--")
             cmd[cut:cut] = ["--thrift-port", str(self.thrift_port)]
         return cmd
@@ -101,3 +104,10 @@ class Ipv4OnlyHost(Host):
         super().__init__(name, **params)
         for conf in ("all", "default"):  # /proc/sys/net is the namespace's own
             self.cmd(f"echo 1 > /proc/sys/net/ipv6/conf/{conf}/disable_ipv6")
+
+
+@functools.cache
+def _has_thrift(binary: str) -> bool:
+    """Whether this bmv2 binary was built with Thrift (it then takes --thrift-port)."""
+    usage = subprocess.run([binary, "--help"], capture_output=True, text=True)
+    return "--thrift-port" in usage.stdout + usage.stderr

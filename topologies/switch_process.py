@@ -52,7 +52,8 @@ def udp_ports(ports) -> dict[int, str]:
 class SwitchProcess:
     def __init__(self, interfaces: dict[int, str], run_dir: str | Path, binary: str | None = None,
                  device_id: int = 0, cpu_port: int = CPU_PORT, log_level: str = "warn",
-                 netns: str | None = None, grpc_port: int | None = None):
+                 netns: str | None = None, grpc_port: int | None = None,
+                 pcap_dir: str | Path | None = None):
         self.interfaces = dict(interfaces)
         self.run_dir = Path(run_dir)
         self.binary = binary or default_binary()
@@ -61,6 +62,7 @@ class SwitchProcess:
         self.log_level = log_level
         self.netns = netns
         self.grpc_port = grpc_port or free_tcp_port()
+        self.pcap_dir = pcap_dir  # capture every port's frames in and out (--pcap)
         self.proc: subprocess.Popen | None = None
         self.udp_ports: dict[int, tuple[str, int]] = {}
         if any(spec.startswith("udp:") for spec in self.interfaces.values()) and \
@@ -86,6 +88,8 @@ class SwitchProcess:
             cmd += ["-i", f"{port}@{spec}"]
         if self.name == "embedded":
             cmd += ["--udp-port-file", str(self._port_file)]
+        if self.pcap_dir is not None:
+            cmd += ["--pcap", str(self.pcap_dir)]
         cmd += ["--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(self.cpu_port)]
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns, *cmd]

@@ -1,4 +1,4 @@
-"""control ReplicaRewrite (p4src/replica_rewrite.p4): table ``replicas``, the address (and bit)
+"""control ReplicaRewrite (p4src/replica_rewrite.p4): table ``replicas``, the addresses
 of each worker of a job, for its multicast copies and the HELPER_DATA forwarded to it."""
 
 from __future__ import annotations
@@ -24,6 +24,5 @@ class ReplicaRewrite:
             out.append(TableEntry.make(
                 self.table, {"hdr.sa.job": job.spec.id, "meta.dest_worker": w.id}, self.to_worker,
                 {"mac": int.from_bytes(ep.mac_raw, "big"),
-                 "ip": int.from_bytes(ep.ip_raw, "big"), "udp_port": w.udp_port,
-                 "worker_bit": w.bit}))
+                 "ip": int.from_bytes(ep.ip_raw, "big"), "udp_port": w.udp_port}))
         return out

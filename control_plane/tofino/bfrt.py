@@ -72,14 +72,17 @@ def import_bfrt_grpc():
 class BfrtConnection:
     """A BF Runtime client session bound to one program on one device."""
 
-    def __init__(self, address: str, program: str, device_id: int = 0, client_id: int = 0,
-                 client=None):
+    def __init__(self, address: str, program: str, device_id: int = 0, client=None,
+                 bind: bool = True):
         self.gc = client or import_bfrt_grpc()
         self.address = address
         self.device_id = device_id
-        self._interface = self.gc.ClientInterface(grpc_addr=address, client_id=client_id,
+        # The client that binds the program is the one that writes (client id 0); a reader
+        # takes another id and leaves the binding alone.
+        self._interface = self.gc.ClientInterface(grpc_addr=address, client_id=0 if bind else 1,
                                                   device_id=device_id)
-        self._interface.bind_pipeline_config(program)
+        if bind:
+            self._interface.bind_pipeline_config(program)
         self.info = self._interface.bfrt_info_get(program)
         self.program = program
 

@@ -44,9 +44,12 @@ class TofinoController(SwitchController):
         self.loop_ports = LoopPorts()
         self.conn: BfrtConnection | None = None
 
-    def connect(self) -> TofinoController:
+    def connect(self, read_only: bool = False) -> TofinoController:
+        """Open the BF Runtime session; ``read_only`` does not bind the program (one client
+        binds it, and writes; others, such as the metrics exporter, only read)."""
         self.close()
-        self.conn = BfrtConnection(self.address, self.program, self.device_id, client=self.client)
+        self.conn = BfrtConnection(self.address, self.program, self.device_id, client=self.client,
+                                   bind=not read_only)
         return self
 
     def load_pipeline(self, force: bool = False) -> bool:

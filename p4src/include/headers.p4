@@ -97,8 +97,6 @@ struct metadata_t {
     bit<1>  to_job;        /* multicast to the job's workers (not a flood) */
     bit<1>  to_worker;     /* unicast to worker dest_worker (HELPER_DATA to its helper) */
     bit<8>  dest_worker;   /* the worker a copy goes to: egress_rid, or the helper */
-    bit<32> dest_bit;      /* 1 << dest_worker, from the replicas table */
-    bit<1>  nudge;         /* a PENDING bounce copied to the workers still missing */
 }
 
 #endif

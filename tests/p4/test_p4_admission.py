@@ -205,7 +205,7 @@ def test_l2_forwarding_of_ordinary_traffic(target, controller):
 def test_counters_follow_the_traffic(target, controller):
     job = admitted(target, controller, n=2)
     job.data(0, 0, ONES)
-    job.data(0, 0, ONES)  # pending duplicate -> bounce, to worker 0 and to missing worker 1
+    job.data(0, 0, ONES)  # pending duplicate -> bounce, to both workers
     job.data(1, 0, ONES)  # completes -> 2 results
     job.send(0, P.Op.TAKEOVER, 0)  # complete -> copy
     c = controller.counters(job.spec.id)

@@ -58,8 +58,9 @@ def test_interleaved_chunks_in_any_order(target, controller):
 
 
 def test_a_duplicate_is_added_once_and_answered_with_the_bitmap(target, controller):
-    """The PENDING bounce goes to the sender and to every worker still missing, so that one
-    whose contribution was lost hears of it (docs/protocol.md §4.2)."""
+    """The PENDING bounce goes to every worker of the job, with the bitmap: one whose
+    contribution was lost hears of it, and the others hold back their own questions
+    (docs/protocol.md §4.2)."""
     job = Job(job_spec(1, 3), target)
     controller.admit(job.spec)
     a, b, c = (np.full(P.LANES, v, np.int32) for v in (10, 20, 40))
@@ -73,9 +74,9 @@ def test_a_duplicate_is_added_once_and_answered_with_the_bitmap(target, controll
         assert (bounce.dst.ip, bounce.dst.port) == (job.endpoint(w).ip, job.endpoint(w).port)
         np.testing.assert_array_equal(bounce.lanes, a)  # the sender's lanes, untouched
     job.data(1, 0, b)
-    outs = job.data(1, 0, b)  # worker 0 is summed by now: the sender and worker 2 hear of it
-    assert sorted(port for port, _ in outs) == [2, 3]
-    assert all(f.header.bitmap == 0b011 for _, f in outs)
+    outs = job.data(1, 0, b)  # a question from worker 1 reaches the three workers too
+    assert sorted(port for port, _ in outs) == [1, 2, 3]
+    assert all(f.header.bitmap == 0b011 and f.header.worker == 1 for _, f in outs)
     outs = job.data(2, 0, c)
     assert_result_to_all(job, outs, 0, a + b + c, 0b111, 3)
 

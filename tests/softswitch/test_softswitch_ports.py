@@ -187,7 +187,16 @@ def veth_namespace():
         _ip("netns", "del", ns)
 
 
-def test_interface_ports_through_af_packet(veth_namespace):
+@pytest.fixture(params=["rings", "calls"])
+def port_io(request, monkeypatch):
+    """Interface ports with PACKET_MMAP rings, and with one call per frame (a kernel without
+    rings)."""
+    if request.param == "calls":
+        monkeypatch.setattr("softswitch.ports.open_ring", lambda sock: None)
+    return request.param
+
+
+def test_interface_ports_through_af_packet(veth_namespace, port_io):
     dataplane = Dataplane()
     dataplane.install(program("replication"))
     ports = PortManager(dataplane)
@@ -200,6 +209,7 @@ def test_interface_ports_through_af_packet(veth_namespace):
             s.bind((f"h{p}", 0))
             s.settimeout(5)
             hosts[p] = s
+    assert (ports.ports[1].ring is None) == (port_io == "calls")
     ports.start()
     try:
         sent = rep_frame(0)
@@ -209,13 +219,20 @@ def test_interface_ports_through_af_packet(veth_namespace):
         assert got[:14] == ETH and got.endswith(b"payload") and len(got) == len(sent)
         assert got[20:22] == b"\x00\x02"
         assert wait_until(lambda: ports.ports[2].stats.rx == 1 and ports.ports[1].stats.tx == 1)
+        # A burst crosses in batches, every frame once and in order.
+        burst = [sent + i.to_bytes(2, "big") for i in range(200)]
+        for frame in burst:
+            hosts[2].send(frame)
+        tails = [hosts[1].recv(2048)[-2:] for _ in burst]
+        assert tails == [frame[-2:] for frame in burst]
+        assert wait_until(lambda: ports.ports[1].stats.tx == 201)
     finally:
         ports.stop()
         for s in hosts.values():
             s.close()
 
 
-def test_interface_ports_keep_vlan_tags(veth_namespace, tmp_path):
+def test_interface_ports_keep_vlan_tags(veth_namespace, port_io):
     """The kernel takes a received frame's outer tag out into packet metadata; the port puts it
     back (as bmv2's libpcap does), so a tagged frame crosses the switch with its tag: 802.1Q and
     802.1ad, in from a veth interface and out through a UDP tunnel port, which passes bytes."""

@@ -14,11 +14,12 @@ class PacketStats:
         self.packets = names.table(f"{path}.packets")
         self.drops = names.table(f"{path}.drops")
 
-    def read(self, conn: BfrtConnection, job_index: int) -> dict[str, dict[str, int]]:
+    def read(self, conn: BfrtConnection, job_index: int, zeros: bool = False
+             ) -> dict[str, dict[str, int]]:
         """As control_plane.controls.packet_stats.PacketStats.read: counts by op and reason."""
         indices = range(job_index * P.STATS_PER_JOB, (job_index + 1) * P.STATS_PER_JOB)
         return summarize(read_counter(conn, self.packets, indices),
-                         read_counter(conn, self.drops, indices))
+                         read_counter(conn, self.drops, indices), zeros)
 
 
 def read_counter(conn: BfrtConnection, table: str, indices) -> list[int]:

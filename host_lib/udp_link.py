@@ -1,0 +1,107 @@
+"""The protocol on an ordinary UDP socket: the kernel builds Ethernet, IPv4 and UDP.
+
+:class:`UdpSocketLink` binds this worker's IP address and SA-ATP port and sends each frame's
+SA-ATP header and lanes as one datagram to the frame's destination IP and port, so it works
+wherever the worker has an interface toward the switch: a real NIC, a veth in a Mininet host, or
+loopback. Batches go through :class:`pktio.udp.UdpBatch` (segmentation offload and GRO, else
+``sendmmsg``/``recvmmsg``, else plain calls). The kernel must be able to reach the switch's IP (and
+the peers', for helper traffic) through the switch: a route, and a neighbour entry with the
+switch's MAC where nothing answers ARP for it. The frame's source MAC is the interface's, so the
+job's worker MAC must be the interface's.
+
+The kernel strips Ethernet/IP/UDP from what it receives; the link hands the transport complete
+frames in the :data:`~protocol.codec.FRAME_DTYPE` layout, so the transport stays link-agnostic.
+The per-frame fields it synthesizes, from the datagram's source address and the link's known
+endpoints (``switch`` and ``peers``):
+
+* ``eth_src``: the MAC of the known endpoint whose IP the datagram came from (00:00:00:00:00:00
+  for an unknown sender); ``eth_dst``: this worker's MAC;
+* ``ip_src`` and ``udp_sport``: the datagram's source address and port;
+  ``ip_dst`` and ``udp_dport``: this worker's IP and port;
+* the rest as :func:`~protocol.codec.encode_frame` builds it (IPv4 without options, DF, TTL 64,
+  a valid header checksum, lengths of a whole frame, UDP checksum 0).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+
+from pktio.udp import UdpBatch
+from protocol import constants as P
+from protocol.codec import Endpoint, Frame, Header, encode_frame, field_offset
+
+L2L4_LEN = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN  # what the kernel adds and strips
+_IP_DST, _UDP_DPORT = field_offset("ip_dst"), field_offset("udp_dport")
+_UNKNOWN_MAC = "00:00:00:00:00:00"
+_BUFFER = 8 << 20
+
+
+class UdpSocketLink:
+    """SA-ATP frames as UDP datagrams from ``local`` (its IP and port are bound); see the module
+    doc. ``mode`` forces one of :data:`pktio.udp.MODES`."""
+
+    def __init__(self, local: Endpoint, switch: Endpoint,
+                 peers: dict[int, Endpoint] | None = None, mode: str | None = None):
+        self.local = local
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _BUFFER)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _BUFFER)
+        self.sock.bind((local.ip, local.port))
+        self.sock.setblocking(False)
+        self.io = UdpBatch(self.sock, mode)
+        self._macs = {e.ip_raw: e.mac for e in [switch, *(peers or {}).values()]}
+        self._headers: dict[bytes, np.ndarray] = {}  # source sockaddr -> synthesized L2-L4
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, frame) -> None:
+        self.send_batch(np.frombuffer(frame, np.uint8).reshape(1, P.FRAME_LEN))
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        """Each frame's SA-ATP header and lanes to its IP destination and UDP port (frames of
+        one batch usually share them: one send of the whole batch)."""
+        rows = frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN)
+        dests = np.concatenate([rows[:, _IP_DST:_IP_DST + 4], rows[:, _UDP_DPORT:_UDP_DPORT + 2]],
+                               axis=1)
+        if (dests == dests[0]).all():
+            self.io.send(rows[:, L2L4_LEN:], _address(dests[0]))
+            return
+        for dest in np.unique(dests, axis=0):
+            mine = (dests == dest).all(axis=1)
+            self.io.send(rows[mine][:, L2L4_LEN:], _address(dest))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        """Datagrams into ``rows`` after room for the synthesized headers; their lengths as
+        frames (header + datagram)."""
+        n = self.io.recv(rows[:, L2L4_LEN:])
+        if not n:
+            return self.io.lengths[:0]
+        names = self.io.names[:n]
+        if (names == names[0]).all():
+            rows[:n, :L2L4_LEN] = self._header(names[0])
+        else:
+            for name in np.unique(names, axis=0):
+                rows[:n][(names == name).all(axis=1), :L2L4_LEN] = self._header(name)
+        return self.io.lengths[:n] + L2L4_LEN
+
+    def _header(self, name: np.ndarray) -> np.ndarray:
+        key = name.tobytes()
+        header = self._headers.get(key)
+        if header is None:
+            ip, port = socket.inet_ntoa(key[4:8]), int.from_bytes(key[2:4], "big")
+            src = Endpoint(self._macs.get(key[4:8], _UNKNOWN_MAC), ip, port)
+            frame = encode_frame(Frame(src, self.local, Header(op=P.Op.RESULT, job=0)))
+            header = self._headers[key] = np.frombuffer(frame[:L2L4_LEN], np.uint8)
+        return header
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _address(dest: np.ndarray) -> tuple[str, int]:
+    """(IP, port) of a frame's 4 destination address bytes and 2 port bytes."""
+    raw = dest.tobytes()
+    return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:6], "big")

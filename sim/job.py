@@ -1,0 +1,219 @@
+"""A data-parallel training job in the simulation, driven by the straggler policy we ship.
+
+Each iteration, the job's process does what ``host_lib.policies.driver`` and
+``examples/train.py`` do on every rank, with simulated time in place of the wall clock:
+
+1. wait until the plan can be made (a policy that ``uses_history`` needs every worker's step
+   time of the previous iteration), then ask ``policy.plan(iteration, history)``;
+2. compute: each worker's share takes the profile's time times its straggler slowdown; its
+   DDP buckets are released as backprop proceeds. A policy that ``delays_gradients`` starts a
+   gradient when the plan gives a worker a share and delivers it when the plan makes it a
+   contributor (Partial-Reduce); one that ``abandons_late_work`` (k-of-n) has a worker skip an
+   iteration that ``fanin`` others have already computed;
+3. aggregate through the job's switch (or ring, or parameter server) under the plan;
+4. feed the history (step times, samples; communication times one iteration late) and
+   ``policy.observe`` the aggregate.
+
+An iteration ends when its update first exists on some worker (the testbed harness's
+measure). Host software costs that are neither compute nor network (planning, step-time
+exchange, the comm hook, the optimizer step) are :class:`HostCosts`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from host_lib.policies.base import IterationPlan, StepHistory
+from host_lib.policies.registry import make_policy
+from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
+from sim.collectives import ParameterServer, RingAllreduce
+from sim.gradients import DigitsTraining, SignFlips
+from sim.network import Network, SwitchConfig
+from sim.stragglers import Stragglers
+from sim.workloads import Workload
+
+KOFN_FLIP_RATE = 0.3  # synthetic aggregates: below k-of-n's 0.4 threshold (early training)
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    plan_s: float = 0.0  # iteration end -> next compute start (plan, step-time exchange)
+    call_s: float = 0.0  # gradient ready -> first packet (publish step time, comm hook)
+    finish_s: float = 0.0  # last result -> iteration end (dequantize, optimizer step)
+    helper_s: float = 0.0  # more per call when the plan names helpers (takeover timers)
+
+    def call(self, plan: IterationPlan) -> float:
+        return self.call_s + (self.helper_s if plan.helpers else 0.0)
+
+
+@dataclass
+class JobSpec:
+    workload: Workload
+    n_workers: int
+    policy: str = "synchronous"
+    comm: str = "switch"  # 'switch', 'ring' or 'ps'
+    stragglers: Stragglers = field(default_factory=Stragglers)
+    iterations: int = 50
+    costs: HostCosts = HostCosts()
+    global_batch: int | None = None  # default: the workload's per-worker batch times n
+    train_digits: bool = False  # real digits gradients and accuracy (testbed replays)
+    eval_every: int = 5
+    max_blocks: int = 32
+    seed: int = 0
+
+    @property
+    def batch(self) -> int:
+        return self.global_batch or self.workload.batch_per_worker * self.n_workers
+
+
+@dataclass
+class JobResult:
+    ends: list[float] = field(default_factory=list)  # per iteration, first worker's end
+    summed: list[float] = field(default_factory=list)  # per iteration, samples / global batch
+    staleness: list[float] = field(default_factory=list)  # per iteration, mean (as weighted)
+    accuracy: list[tuple[float, float]] = field(default_factory=list)  # (time, test accuracy)
+    taken: int = 0
+    fallback: int = 0
+    retransmissions: int = 0
+    start: float = 0.0
+
+    @property
+    def iter_s(self) -> np.ndarray:
+        return np.diff(np.asarray(self.ends), prepend=self.start)
+
+
+class Job:
+    def __init__(self, env: simpy.Environment, spec: JobSpec, net: Network,
+                 switch: SwitchConfig, pool: SlotPool | None = None, start: float = 0.0):
+        self.env, self.spec, self.n = env, spec, spec.n_workers
+        self.policy = make_policy(spec.policy, self.n, spec.batch)
+        self.history = StepHistory(self.n)
+        rng = np.random.default_rng((spec.seed, 1))
+        sizes = [b.nbytes for b in spec.workload.buckets]
+        if spec.comm == "switch":
+            self.comm = SwitchAggregation(env, self.n, net, switch, sizes, rng, pool,
+                                          spec.max_blocks)
+        elif spec.comm == "ring":
+            self.comm = RingAllreduce(env, self.n, net, sizes)
+        elif spec.comm == "ps":
+            self.comm = ParameterServer(env, self.n, net, sizes)
+        else:
+            raise ValueError(f"unknown communication {spec.comm!r}")
+        self.frac = np.array([b.ready for b in spec.workload.buckets])
+        self.training = DigitsTraining(spec.batch, spec.seed) if spec.train_digits else None
+        self.flips = SignFlips(KOFN_FLIP_RATE, seed=spec.seed)
+        self.result = JobResult(start=start)
+        self.free = np.full(self.n, start)  # when each worker has finished its last iteration
+        self.published = np.full(self.n, start)  # when its last step time was published
+        self.previous_comm: np.ndarray | None = None
+        # a gradient under way (delays_gradients): start, emulated compute time (reported),
+        # extra delay, samples, iteration
+        self.pending = np.full((5, self.n), np.nan)
+        self.pending_grad: dict[int, np.ndarray] = {}
+
+    def process(self):
+        """The job's SimPy process: ``spec.iterations`` iterations."""
+        for it in range(self.spec.iterations):
+            starts = self.free + self.spec.costs.plan_s
+            if self.policy.uses_history and it:
+                starts = np.maximum(starts, self.published.max() + self.spec.costs.plan_s)
+            yield self.env.timeout(max(0.0, float(starts.min()) - self.env.now))
+            plan = self.policy.plan(it, self.history)
+            step = (self._delayed if self.policy.delays_gradients else self._synchronous)
+            yield from step(it, plan, starts)
+
+    # -- the two ways of running a plan --------------------------------------------------------
+
+    def _synchronous(self, it: int, plan: IterationPlan, starts: np.ndarray):
+        shares = np.array(plan.shares)
+        work = self.spec.workload.profile.a * shares + self.spec.workload.profile.c
+        dur = np.add(*self.spec.stragglers.durations(it, starts,
+                                                     np.where(shares > 0, work, 0.0)))
+        sends = np.array([plan.contributes(w) for w in range(self.n)]) & (shares > 0)
+        if self.policy.abandons_late_work and self.spec.comm == "switch":
+            skip = self._overtaken(plan, starts, starts + dur, sends)
+            dur[skip], sends = 0.0, sends & ~skip
+        computed = starts + dur
+        call = self.spec.costs.call(plan)
+        ready = np.where(sends[:, None], starts[:, None] + dur[:, None] * self.frac + call,
+                         np.nan)
+        grads = ({w: self.training.gradient(it, plan.shares, w) for w in np.flatnonzero(sends)}
+                 if self.training else {})
+        outcome = yield from self._call(ready, plan, sends, computed + call)
+        samples = np.where(sends, shares, 0)
+        self._finish(it, plan, dur, samples, computed, outcome, grads,
+                     np.zeros(self.n))
+
+    def _delayed(self, it: int, plan: IterationPlan, starts: np.ndarray):
+        start, length, late, samples, started = self.pending
+        shares = np.array(plan.shares)
+        new = (shares > 0) & np.isnan(start)
+        work = self.spec.workload.profile.a * shares + self.spec.workload.profile.c
+        dur, delay = self.spec.stragglers.durations(it, starts, np.where(new, work, 0.0))
+        for w in np.flatnonzero(new):
+            start[w], length[w], late[w] = starts[w], dur[w], delay[w]
+            samples[w], started[w] = shares[w], it
+            if self.training:
+                self.pending_grad[w] = self.training.gradient(it, plan.shares, w)
+        members = np.array([plan.contributes(w) for w in range(self.n)])
+        delivers = np.where(members, np.maximum(starts, start + length + late), starts)
+        call = self.spec.costs.call(plan)
+        ready = np.where(members[:, None], delivers[:, None] + call, np.nan) \
+            * np.ones(len(self.frac))
+        grads = {w: self.pending_grad.pop(w) * plan.discount(w) for w in np.flatnonzero(members)
+                 if w in self.pending_grad}
+        staleness = np.where(members, it - started, 0.0)
+        outcome = yield from self._call(ready, plan, members, delivers + call)
+        self._finish(it, plan, np.where(members, length, 0.0),
+                     np.where(members, samples, 0), delivers, outcome, grads, staleness)
+        self.pending[:, members] = np.nan
+
+    # -- shared steps -----------------------------------------------------------------------
+
+    def _call(self, ready, plan, sends, joined):
+        outcome = yield from self.comm.run(ready, CallPlan.of(plan), joined)
+        self.result.taken += outcome.taken
+        self.result.fallback += outcome.fallback
+        self.result.retransmissions += outcome.retransmissions
+        if outcome.summed is None:
+            outcome.summed = sends
+        return outcome
+
+    def _overtaken(self, plan, starts, computed, sends) -> np.ndarray:
+        """k-of-n: a worker skips the iteration when ``fanin`` others published their step
+        time of it before it started (they are published when their compute ends)."""
+        skip = np.zeros(self.n, bool)
+        done: list[float] = []  # compute ends of the workers that started earlier, sorted
+        for w in np.argsort(starts, kind="stable"):
+            if bisect.bisect_right(done, starts[w]) >= (plan.fanin or self.n):
+                skip[w] = True
+            elif sends[w]:
+                bisect.insort(done, computed[w])
+        return skip
+
+    def _finish(self, it, plan, dur, samples, published, outcome, grads, staleness) -> None:
+        end = outcome.delivered + self.spec.costs.finish_s
+        self.free = end
+        self.published = published
+        self.history.add(dur, samples)
+        if self.previous_comm is not None:
+            self.history.add_comm(self.previous_comm)
+        self.previous_comm = end - published
+        weights = np.array(plan.weights()) * outcome.summed
+        if self.training:
+            summed = [grads[w] for w in np.flatnonzero(outcome.summed) if w in grads]
+            update = self.training.apply(summed, list(weights))
+        else:
+            update = self.flips.next()
+        self.policy.observe(it, update)
+        r = self.result
+        r.ends.append(float(end.min()))
+        r.summed.append(float((samples * outcome.summed).sum() / self.spec.batch))
+        r.staleness.append(float((staleness * weights).sum() / max(weights.sum(), 1e-12)))
+        if self.training and (it % self.spec.eval_every == self.spec.eval_every - 1
+                              or it == self.spec.iterations - 1):
+            r.accuracy.append((r.ends[-1] - r.start, self.training.accuracy()))
