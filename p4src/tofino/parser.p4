@@ -148,7 +148,6 @@ parser SaAtpEgressParser(packet_in pkt, out headers_t hdr, out egress_metadata_t
         pkt.extract(hdr.bridge);
         meta.drop_reason = DROP_NONE;
         meta.dest_worker = 0;
-        meta.dest_bit = 0;
         transition select(hdr.bridge.to_loop, hdr.bridge.sa, hdr.bridge.to_cpu) {
             (1, _, _): accept;          /* on to pass 3: carried as it is */
             (0, 1, 1): parse_packet_in;

@@ -4,11 +4,10 @@
 #define SA_ATP_TNA_REPLICA_REWRITE_P4
 
 control ReplicaRewrite(inout headers_t hdr, inout egress_metadata_t meta) {
-    action to_worker(mac_addr_t mac, ipv4_addr_t ip, bit<16> udp_port, bit<32> worker_bit) {
+    action to_worker(mac_addr_t mac, ipv4_addr_t ip, bit<16> udp_port) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.dst_port = udp_port;
-        meta.dest_bit = worker_bit;
     }
 
     action no_replica() {

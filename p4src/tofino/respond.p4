@@ -79,12 +79,11 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 reply_to_sender();
                 ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
             } else if (meta.response == RESPOND_PENDING) {
-                /* to the sender and to the workers still missing: egress prunes the rest */
+                /* to every worker of the job: one question answers them all */
                 bounce_to_sender();
                 hdr.sa.reason = BOUNCE_PENDING;
                 from_switch();
                 to_job(meta.job_group);
-                hdr.bridge.nudge = 1;
             } else if (meta.lane_op != LANES_KEEP) {
                 meta.resub.setValid();
                 meta.resub.lane_op = meta.lane_op;

@@ -232,10 +232,6 @@ control SaAtpEgress(inout headers_t hdr, inout egress_metadata_t meta,
             }
             if (rewrite) {
                 replica_rewrite.apply(hdr, meta);
-                if (hdr.bridge.nudge == 1 && meta.dest_worker != hdr.sa.worker
-                        && (hdr.sa.bitmap & meta.dest_bit) != 0) {
-                    pruned = true;   /* a PENDING copy for a worker already summed */
-                }
             }
             if (pruned) {
                 eg_dprsr_md.drop_ctl = 1;

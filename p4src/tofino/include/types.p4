@@ -98,14 +98,13 @@ header bridge_h {
     bit<1>   to_job;         /* a multicast copy for a worker of the job (rid = worker) */
     bit<1>   flood;          /* a copy of a flooded frame */
     bit<1>   to_worker;      /* a HELPER_DATA for dest_worker */
-    bit<1>   nudge;          /* a PENDING bounce: prune the copies for workers already summed */
     bit<1>   transit;
     bit<1>   to_cpu;
     bit<1>   to_loop;        /* on its way to pass 3 */
     bit<1>   sa;             /* ingress parsed an SA-ATP header in this frame */
     bit<8>   job_index;
     bit<8>   dest_worker;
-    bit<7>   _pad1;
+    bit<8>   _pad1;
     PortId_t ingress_port;
 }
 
@@ -222,7 +221,6 @@ struct ingress_metadata_t {
 struct egress_metadata_t {
     bit<4>  drop_reason;
     bit<8>  dest_worker;     /* the worker a copy goes to: egress_rid, or the helper */
-    bit<32> dest_bit;        /* 1 << dest_worker, from the replicas table */
 }
 
 #endif

@@ -359,7 +359,7 @@ class TnaModel:
         packet = parse_egress(frame, bridge)
         if bridge["to_loop"] or bridge["to_cpu"]:
             return deparse_egress(packet)
-        m = {"drop_reason": 0, "dest_worker": 0, "dest_bit": 0}
+        m = {"drop_reason": 0, "dest_worker": 0}
         rewrite = pruned = False
         if bridge["to_job"]:
             m["dest_worker"], rewrite = rid & 0xFF, True
@@ -374,12 +374,9 @@ class TnaModel:
                 {"hdr.sa.job": hdr["sa"]["job"], "meta.dest_worker": m["dest_worker"]})
             if action == "SaAtpEgress.replica_rewrite.to_worker":
                 hdr["ethernet"]["dst_addr"], hdr["ipv4"]["dst_addr"] = data["mac"], data["ip"]
-                hdr["udp"]["dst_port"], m["dest_bit"] = data["udp_port"], data["worker_bit"]
+                hdr["udp"]["dst_port"] = data["udp_port"]
             else:
                 m["drop_reason"] = P.DropReason.NO_REPLICA
-            if (bridge["nudge"] and m["dest_worker"] != hdr["sa"]["worker"]
-                    and hdr["sa"]["bitmap"] & m["dest_bit"]):
-                pruned = True
         if pruned:
             return None
         tx_op = 0

@@ -36,7 +36,6 @@ def _pass_one(phv) -> None:
         sa["reason"] = P.Bounce.PENDING
         _from_switch(phv)
         _to_job(phv, m["job_group"])
-        phv.bridge["nudge"] = 1
     elif m["lane_op"] != T.LANES_KEEP:
         phv.tm["resubmit"] = {k: m[k] for k in ("lane_op", "response", "job_index",
                                                  "job_group", "index")}
