@@ -407,11 +407,9 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         contributors_sel.apply();
         max_exp_sel.apply();
         helper_id_sel.apply();
-        /* old_progress >= limit: the chunk completes (both are below 2^31) */
-        bit<32> add_margin = meta.old_progress - meta.limit_add;
-        bit<32> dup_margin = meta.old_progress - meta.limit_dup;
-        meta.add_done = ~add_margin[31:31];
-        meta.dup_done = ~dup_margin[31:31];
+        /* old_progress >= limit (both below 2^31): the chunk completes, the sign bit is 0 */
+        meta.add_margin = meta.old_progress - meta.limit_add;
+        meta.dup_margin = meta.old_progress - meta.limit_dup;
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {
             evictions.count(meta.job_index);   /* an unfinished aggregation overwritten */

@@ -16,7 +16,6 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
         pkt.extract(ig_intr_md);
         meta.pass = PASS_STATE;
         meta.bad_version = false;
-        meta.checksum_err = false;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             default: parse_port_metadata;
@@ -81,7 +80,7 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         ipv4_checksum.add(hdr.ipv4);
-        meta.checksum_err = !ipv4_checksum.verify();
+        meta.checksum_err = ipv4_checksum.verify();   /* on Tofino: true on a mismatch */
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (5, 0, IP_PROTO_UDP): parse_udp;   /* no options, first fragment */
             default: accept;

@@ -94,7 +94,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_dprsr_md.resubmit_type = 1;
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
-                hdr.sa.flags = (hdr.sa.flags & FLAG_SET) | FLAG_HELPER;
+                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
                 from_switch();
                 to_job(meta.job_group);
             }
@@ -114,7 +114,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 from_switch();
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
-                hdr.sa.flags = (hdr.sa.flags & FLAG_SET) | FLAG_HELPER;
+                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
                 from_switch();
             } else if (meta.kind == KIND_MGMT_CLEAR) {
                 meta.rd_bitmap = 0;
@@ -146,16 +146,20 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.index = meta.index;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
                 hdr.bridge.to_loop = 1;
-            } else if (meta.response == RESPOND_COPY || meta.response == RESPOND_REPORT) {
+            } else if (meta.response == RESPOND_COPY) {
                 ig_tm_md.ucast_egress_port = reply_port;
-                hdr.bridge.to_cpu = (bit<1>)(meta.response == RESPOND_REPORT);
+            } else if (meta.response == RESPOND_REPORT) {
+                ig_tm_md.ucast_egress_port = reply_port;
+                hdr.bridge.to_cpu = 1;
             } else {
                 to_job(meta.job_group);
             }
         } else if (meta.pass == PASS_HIGH) {
-            if (hdr.pass.response == RESPOND_COPY || hdr.pass.response == RESPOND_REPORT) {
+            if (hdr.pass.response == RESPOND_COPY) {
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
-                hdr.bridge.to_cpu = (bit<1>)(hdr.pass.response == RESPOND_REPORT);
+            } else if (hdr.pass.response == RESPOND_REPORT) {
+                ig_tm_md.ucast_egress_port = hdr.pass.port;
+                hdr.bridge.to_cpu = 1;
             } else {
                 to_job(hdr.pass.job_group);
             }

@@ -40,6 +40,9 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
 }
 
 @pa_auto_init_metadata
+/* bf-p4c 1.2.5.16 would alias the bridged ingress port to the intrinsic one, both header
+ * fields, and stop on an internal error: keep it a field of its own. */
+@pa_no_overlay("ingress", "hdr.bridge.ingress_port")
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -59,9 +62,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
         meta.kind = kind;
-        meta.index = (meta.slot_base + hdr.sa.slot)[11:0] ++ hdr.sa.flags[0:0];
-        meta.member_index = (meta.slot_base + hdr.sa.slot)[11:0] ++ hdr.sa.flags[0:0]
-                            ++ hdr.sa.worker[4:0];
+        meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
+        meta.member_index = meta.abs_slot ++ hdr.sa.flags[0:0] ++ hdr.sa.worker[4:0];
         meta.run_in = hdr.sa.run;
         meta.chunk_in = hdr.sa.chunk;
         meta.scale_in = hdr.sa.scale;
@@ -71,7 +73,11 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
 
     apply {
         hdr.bridge.setValid();
-        hdr.bridge.sa = (bit<1>)hdr.sa.isValid();
+        if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
+            hdr.bridge.sa = 1;
+        } else {
+            hdr.bridge.sa = 0;
+        }
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
         bit<4> rx_op = 0;
         bool use_l2 = false;
@@ -95,6 +101,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 bool host_op = hdr.sa.op == OP_DATA || hdr.sa.op == OP_TAKEOVER
                                || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
                 admission.apply(hdr, meta, ig_intr_md, host_op);
+                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);   /* a stage before prepare */
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }

@@ -93,7 +93,9 @@ header pass_h {
     agg_index_t index;
 }
 
-/* Ingress -> egress. */
+/* Ingress -> egress. Flexible: the compiler lays the fields out, so that an action writing some
+ * of them need not rewrite a container shared with the others. */
+@flexible
 header bridge_h {
     bit<1>   to_job;         /* a multicast copy for a worker of the job (rid = worker) */
     bit<1>   flood;          /* a copy of a flooded frame */
@@ -104,7 +106,6 @@ header bridge_h {
     bit<1>   sa;             /* ingress parsed an SA-ATP header in this frame */
     bit<8>   job_index;
     bit<8>   dest_worker;
-    bit<8>   _pad1;
     PortId_t ingress_port;
 }
 
@@ -182,6 +183,7 @@ struct ingress_metadata_t {
     PortId_t    helper_port;
     /* the aggregator */
     bit<3>      kind;
+    bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
     agg_index_t index;
     member_index_t member_index;
     bit<32>     run_in;
@@ -203,8 +205,8 @@ struct ingress_metadata_t {
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;
-    bit<1>      add_done;
-    bit<1>      dup_done;
+    bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
+    bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
     bit<32>     rd_run;
     bit<32>     rd_chunk;
     bit<16>     rd_scale;
