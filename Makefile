@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test p4 p4-check bench harness sim lint clean
+.PHONY: setup run test p4 tofino p4-check bench harness sim lint clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ test: $(STAMP) p4-check
 ## Recompile the P4 program (needs p4c-bm2-ss on PATH) and refresh its source stamp.
 p4: $(STAMP)
 	$(PY) tools/p4_artifacts.py compile
+
+## Recompile the TNA program (needs the open Tofino compiler, p4c with its Tofino backend, on
+## PATH; TOFINO_P4C names another driver) and refresh its stamp (docs/tofino.md).
+tofino: $(STAMP)
+	$(PY) tools/p4_artifacts.py compile sa_atp_tna
 
 ## Fail when the P4 sources changed but the committed compiled artifacts did not.
 p4-check: $(STAMP)

@@ -10,6 +10,11 @@ ones before it.
     sa-atp-ctl metrics --listen 127.0.0.1:9560                     # counters for Prometheus
     sa-atp-ctl drop-sim 0.01
     sa-atp-ctl reconcile                                           # after a switch restart
+
+A Tofino switch is reached over BF Runtime instead, its ports given by a config file
+(control_plane/tofino/config.py, docs/tofino.md):
+
+    sa-atp-ctl --target tofino --switch-config switch.toml --switch 10.0.0.1:50052 pipeline
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from control_plane.connection import SwitchError
 from control_plane.controller import Controller
 from control_plane.desired_state import DesiredState
 from control_plane.jobs import SpecError, load_spec
+from control_plane.tofino.bfrt import BfrtUnavailable
+from control_plane.tofino.config import load_config
+from control_plane.tofino.controller import TofinoController
+from control_plane.tofino.names import PROGRAM
 
 DEFAULT_STATE = Path("sa-atp-controller.json")
 
@@ -42,7 +51,12 @@ def parse_ports(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sa-atp-ctl", description=__doc__.splitlines()[0])
-    p.add_argument("--switch", default="127.0.0.1:9559", help="P4Runtime address of the switch")
+    p.add_argument("--target", choices=["p4runtime", "tofino"], default="p4runtime",
+                   help="p4runtime: bmv2 or the embedded target; tofino: BF Runtime")
+    p.add_argument("--switch", help="the switch's P4Runtime (default 127.0.0.1:9559) or BF "
+                   "Runtime (default 127.0.0.1:50052) address")
+    p.add_argument("--switch-config", type=Path, help="tofino: the switch's ports (TOML)")
+    p.add_argument("--program", default=PROGRAM, help="tofino: the P4 program bf_switchd runs")
     p.add_argument("--device-id", type=int, default=0)
     p.add_argument("--election-id", type=int, default=1)
     p.add_argument("--ports", type=parse_ports, help="the switch's data ports, e.g. 1-4 "
@@ -90,21 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(message)s")
     state = DesiredState.from_json(args.state.read_text()) if args.state.exists() else None
-    ports = args.ports or (list(state.ports) if state else None)
-    if not ports:
-        print("error: give the switch's ports once with --ports (e.g. --ports 1-4)",
-              file=sys.stderr)
-        return 2
-    controller = Controller(args.switch, ports, device_id=args.device_id,
-                            election_id=args.election_id)
-    if state is not None:
-        controller.desired = state
-        controller.desired.ports = tuple(sorted(set(ports)))
     try:
+        controller = make_controller(args, state)
+        if controller is None:
+            return 2
         # The exporter only reads: it must not hold the primary role other commands need.
         with controller.connect(read_only=args.command == "metrics"):
             output = run(controller, args)
-    except (SpecError, SwitchError, ValueError) as exc:
+    except (SpecError, SwitchError, BfrtUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     controller.save_state(args.state)
@@ -113,7 +120,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(controller: Controller, args) -> object:
+def make_controller(args, state: DesiredState | None):
+    """The controller for ``--target``, with the saved desired state if there is one."""
+    if args.target == "tofino":
+        if args.switch_config is None:
+            print("error: --target tofino needs --switch-config (docs/tofino.md)", file=sys.stderr)
+            return None
+        config = load_config(args.switch_config)
+        controller = TofinoController(args.switch or "127.0.0.1:50052", config,
+                                      device_id=args.device_id, program=args.program)
+        ports = list(config.data_ports)
+    else:
+        ports = args.ports or (list(state.ports) if state else None)
+        if not ports:
+            print("error: give the switch's ports once with --ports (e.g. --ports 1-4)",
+                  file=sys.stderr)
+            return None
+        controller = Controller(args.switch or "127.0.0.1:9559", ports,
+                                device_id=args.device_id, election_id=args.election_id)
+    if state is not None:
+        controller.desired = state
+        controller.desired.ports = tuple(sorted(set(ports)))
+    return controller
+
+
+def run(controller, args) -> object:
     if args.command == "pipeline":
         controller.load_pipeline(force=args.force)
         return controller.reconcile()

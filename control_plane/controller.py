@@ -1,10 +1,11 @@
-"""The SA-ATP controller: holds the desired state of one switch (pipeline, ports, hosts, jobs,
-drop simulator) and makes the switch match it.
+"""The SA-ATP controller over P4Runtime (bmv2, the embedded target): holds the desired state of
+one switch (pipeline, ports, hosts, jobs, drop simulator) and makes the switch match it.
 
 Every change follows the same rule: validate and allocate first, write second, so a rejected
 request leaves the switch untouched. :meth:`Controller.reconcile` re-pushes the whole desired
 state after a switch restart or a reconnect; it computes the difference with what the switch
-holds, so running it twice writes nothing the second time.
+holds, so running it twice writes nothing the second time. The job API itself is
+backend-neutral (``backend.SwitchController``); this module is how it speaks P4Runtime.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from control_plane import updates
+from control_plane.backend import SwitchController, Write
 from control_plane.connection import SwitchConnection, Update
-from control_plane.controls.aggregator import Aggregator, AggregatorState
-from control_plane.controls.drop_simulator import DropSimulator
-from control_plane.controls.forwarding import L2Forwarding
-from control_plane.controls.job_admission import JobAdmission, JobConfig
+from control_plane.controls.aggregator import Aggregator
 from control_plane.controls.packet_stats import PacketStats
-from control_plane.controls.replica_rewrite import ReplicaRewrite
-from control_plane.controls.source_guard import SourceGuard
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, JobSpec, SpecError
+from control_plane.jobs import AdmittedJob, JobSpec
 from control_plane.p4info import P4Info
 from protocol.codec import mac_bytes, mac_str
 
@@ -50,24 +47,18 @@ class Pipeline:
         return P4Info.from_text(p4info_text), device_config, int.from_bytes(digest[:8], "big")
 
 
-class Controller:
+class Controller(SwitchController):
     """Drives one switch over P4Runtime."""
 
     def __init__(self, address: str, ports, device_id: int = 0, election_id: int = 1,
                  pipeline: Pipeline | None = None, hosts: dict[str, int] | None = None):
+        super().__init__(DesiredState(ports=tuple(sorted(set(ports))),
+                                      hosts={mac_str(mac_bytes(m)): p
+                                             for m, p in (hosts or {}).items()}))
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.pipeline = pipeline or Pipeline()
-        self.desired = DesiredState(ports=tuple(sorted(set(ports))),
-                                    hosts={mac_str(mac_bytes(m)): p
-                                           for m, p in (hosts or {}).items()})
-        self.admission = JobAdmission()
-        self.replica_rewrite = ReplicaRewrite()
-        self.source_guard = SourceGuard()
-        self.l2 = L2Forwarding()
-        self.ingress_drop_sim = DropSimulator("SaAtpIngress.drop_sim")
-        self.egress_drop_sim = DropSimulator("SaAtpEgress.drop_sim")
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
         self.egress_stats = PacketStats("SaAtpEgress.stats")
@@ -83,17 +74,6 @@ class Controller:
                                      arbitrate=not read_only)
         self.conn.use_p4info(self._p4info)
         return self
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    def __enter__(self) -> Controller:
-        return self if self.conn else self.connect()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def load_pipeline(self, force: bool = False) -> bool:
         """Push the pipeline unless the switch already runs it; True if pushed (which resets
@@ -114,113 +94,14 @@ class Controller:
         log.info("%s: pipeline loaded", self.address)
         return True
 
-    # -- jobs -----------------------------------------------------------------------------------
-
-    @property
-    def jobs(self) -> dict[int, AdmittedJob]:
-        return self.desired.allocator.jobs
-
-    def admit(self, spec: JobSpec) -> AdmittedJob:
-        """Validate, allocate, then install a job: the aggregators of its range are cleared
-        before its jobs entry, written last, lets its packets in."""
-        job, updates = self.admission_updates(spec)
-        conn = self._connection()
-        self.aggregator.clear(conn, job.aggregator_range())
-        conn.write(updates)
-        self.desired.allocator.add(job)
-        log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
-                 job.slot_base + spec.slots - 1, len(spec.workers))
-        return job
-
     def admission_updates(self, spec: JobSpec) -> tuple[AdmittedJob, list[Update]]:
         """Validate and place a job, and return the updates that install it (its jobs entry
         last) without writing anything or recording the job; :meth:`admit` writes them, and
         tools that replay a controller's writes on another target use them directly."""
-        spec.validate(known_ports=set(self.desired.ports))
-        if spec.id in self.desired.transit_jobs:
-            raise SpecError(f"job {spec.id} is marked transit on this switch")
-        job = self.desired.allocator.allocate(spec)
-        self._check_hosts(job)
-        return job, ([updates.insert_group(self._group(job))]
-                     + [updates.insert(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                     + [updates.insert(e, self._p4info) for e in self.admission.worker_entries(job)]
-                     + [updates.insert(e, self._p4info) for e in self._new_host_entries(job)]
-                     + [updates.insert(e, self._p4info) for e in self._new_guard_entries(job)]
-                     + [updates.insert(self.admission.job_entry(job), self._p4info)])
-
-    def add_transit(self, job_id: int) -> None:
-        """Forward job ``job_id``'s packets instead of aggregating them (the job is aggregated
-        by another switch, e.g. the spine of a two-level topology)."""
-        if job_id in self.jobs:
-            raise SpecError(f"job {job_id} is aggregated here; remove it first")
-        if job_id not in self.desired.transit_jobs:
-            self._connection().write([updates.insert(self.admission.transit_entry(job_id),
-                                              self._p4info)])
-            self.desired.transit_jobs.add(job_id)
-
-    def add_host(self, mac: str, port: int) -> None:
-        """Forward frames for ``mac`` to ``port`` (hosts that are not workers of a job here)."""
-        if port not in self.desired.ports:
-            raise SpecError(f"port {port} is not a port of the switch")
-        self.desired.hosts[mac_str(mac_bytes(mac))] = port
-        self._sync_tables(self.l2.tables, self._desired_entries())
-
-    def remove(self, job_id: int) -> None:
-        """Stop a job's packets first (its jobs entry), then delete the rest and clear its
-        aggregators, and free its range."""
-        job = self._job(job_id)
-        conn = self._connection()
-        remaining = set(self.l2.entries(self._hosts(excluding=job_id)))
-        stale_hosts = [e for e in self._host_entries() if e not in remaining]
-        remaining = set(self._guard_entries(excluding=job_id))
-        stale_guards = [e for e in self._guard_entries() if e not in remaining]
-        conn.write([updates.delete(self.admission.job_entry(job), self._p4info)]
-                   + [updates.delete(e, self._p4info) for e in self.admission.worker_entries(job)]
-                   + [updates.delete(e, self._p4info) for e in self.replica_rewrite.entries(job)]
-                   + [updates.delete(e, self._p4info) for e in stale_hosts + stale_guards]
-                   + [updates.delete_group(self._group(job))])
-        self.desired.allocator.remove(job_id)
-        self.aggregator.clear(conn, job.aggregator_range())
-        log.info("job %d removed", job_id)
-
-    def set_membership(self, job_id: int, fan_in: int | None = None,
-                       expected: int | None = None) -> AdmittedJob:
-        """Change a running job's fan-in and/or expected set; the next packet sees it."""
-        job = self._job(job_id)
-        changed = AdmittedJob(job.spec.with_membership(fan_in, expected), job.job_index,
-                              job.slot_base)
-        self._connection().write([updates.modify(self.admission.job_entry(changed), self._p4info)])
-        self.desired.allocator.jobs[job_id] = changed
-        return changed
-
-    def set_loss(self, probability: float, port: int | None = None,
-                 direction: str = "ingress") -> None:
-        """Drop-simulator probability for one port, or for all ports without their own."""
-        if direction not in ("ingress", "egress"):
-            raise ValueError(f"direction must be 'ingress' or 'egress', got {direction!r}")
-        if port is not None and port not in self.desired.ports:
-            raise SpecError(f"port {port} is not a port of the switch")
-        sim = self.ingress_drop_sim if direction == "ingress" else self.egress_drop_sim
-        config = self.desired.ingress_loss if direction == "ingress" else self.desired.egress_loss
-        new = {"default": config["default"], "ports": dict(config["ports"])}
-        if port is None:
-            new["default"] = probability
-        else:
-            new["ports"][port] = probability
-        sim.entries(new["default"], new["ports"])  # validates the probability
-        config.update(new)
-        self._sync_tables(sim.tables, self._desired_entries())
+        job, writes = self._admission_writes(spec)
+        return job, [self._update(kind, item) for kind, item in writes]
 
     # -- observation ------------------------------------------------------------------------
-
-    def read_jobs(self) -> dict[int, JobConfig]:
-        """The jobs table as the switch holds it."""
-        configs = map(self.admission.decode_job, self.read_entries(self.admission.jobs_table))
-        return {c.job_id: c for c in configs if c is not None}
-
-    def read_entries(self, table: str) -> list[TableEntry]:
-        """A table's entries as the switch holds them, without its default entry."""
-        return [e for e in self._read_table(table) if not e.is_default]
 
     def read_groups(self) -> dict[int, MulticastGroup]:
         entity = p4runtime_pb2.Entity()
@@ -229,139 +110,22 @@ class Controller:
                   for e in self._connection().read(entity))
         return {g.group_id: g for g in groups}
 
-    def counters(self, job_id: int | None = None) -> dict:
-        """Packets and drops per op / reason, at ingress (received) and egress (sent), for a job
-        plus its evictions; with None, for traffic that matched no job plus the controller's
-        own management requests."""
-        index = 0 if job_id is None else self._job(job_id).job_index
-        return self._counters_at(index, job_id is not None)
-
-    def all_counters(self) -> dict[int | None, dict]:
-        """:meth:`counters` of every job the switch holds (read from its jobs table, whoever
-        admitted them) and of traffic that matched no job (key None), zeros included."""
-        indices = {None: 0, **{jid: c.job_index for jid, c in sorted(self.read_jobs().items())}}
-        return {jid: self._counters_at(index, jid is not None, zeros=True)
-                for jid, index in indices.items()}
-
-    def _counters_at(self, index: int, of_job: bool, zeros: bool = False) -> dict:
-        conn = self._connection()
-        result = {"ingress": self.ingress_stats.read(conn, index, zeros),
-                  "egress": self.egress_stats.read(conn, index, zeros)}
-        if not of_job:
-            result["management"] = self.aggregator.management(conn)
-        else:
-            result["evictions"] = self.aggregator.evictions(conn, index)
-        return result
-
-    def read_slot(self, job_id: int, slot: int) -> tuple[AggregatorState, AggregatorState]:
-        """Both shadow sets of one of a job's slots."""
-        job = self._job(job_id)
-        if not 0 <= slot < job.spec.slots:
-            raise SpecError(f"job {job_id} has slots 0..{job.spec.slots - 1}, not {slot}")
-        index = 2 * (job.slot_base + slot)
-        a, b = self.aggregator.read(self._connection(), [index, index + 1])
-        return a, b
-
     def status(self) -> dict:
         return {"switch": self.address, "device_id": self.device_id,
                 "pipeline_loaded": self._connection().pipeline_cookie() == self._cookie,
-                "ports": list(self.desired.ports),
-                "jobs": {jid: {"slots": [j.slot_base, j.slot_base + j.spec.slots - 1],
-                               "workers": len(j.spec.workers), "fan_in": j.spec.effective_fan_in,
-                               "expected": f"{j.spec.effective_expected:#x}"}
-                         for jid, j in sorted(self.jobs.items())},
-                "loss": {"ingress": self.desired.ingress_loss,
-                         "egress": self.desired.egress_loss}}
+                **super().status()}
 
-    # -- reconciliation ---------------------------------------------------------------------
+    # -- the P4Runtime side of the backend ----------------------------------------------------
 
-    def reconcile(self) -> dict[str, int]:
-        """Make the switch hold exactly the desired state; returns how many writes it took.
+    def _write(self, writes: list[Write]) -> None:
+        self._connection().write([self._update(kind, item) for kind, item in writes])
 
-        If the switch lost its pipeline (restart), the pipeline is pushed again (which also
-        leaves every register cleared); tables and groups are then brought to the desired
-        entries by difference, so an up-to-date switch gets no writes at all."""
-        pushed = self.load_pipeline()
-        desired = self._desired_entries()
-        counts = {"pipeline": int(pushed)}
-        counts["groups"] = self._sync_groups()
-        tables = {e.table for e in desired} | {t for c in self._table_controls() for t in c.tables}
-        counts["entries"] = self._sync_tables(sorted(tables), desired)
-        return counts
-
-    def save_state(self, path: str | Path) -> None:
-        Path(path).write_text(self.desired.to_json() + "\n")
-
-    # -- internals --------------------------------------------------------------------------
-
-    def _connection(self) -> SwitchConnection:
-        if self.conn is None:
-            raise RuntimeError("controller is not connected; call connect() first")
-        return self.conn
-
-    def _job(self, job_id: int) -> AdmittedJob:
-        try:
-            return self.jobs[job_id]
-        except KeyError:
-            raise SpecError(f"job {job_id} is not admitted") from None
-
-    def _table_controls(self):
-        return (self.source_guard, self.admission, self.replica_rewrite, self.l2,
-                self.ingress_drop_sim, self.egress_drop_sim)
-
-    def _group(self, job: AdmittedJob) -> MulticastGroup:
-        return MulticastGroup.make(job.group, ((w.port, w.id) for w in job.spec.workers))
-
-    def _hosts(self, excluding: int | None = None) -> dict[str, int]:
-        """Static hosts plus every admitted worker's MAC, for L2 forwarding."""
-        hosts = dict(self.desired.hosts)
-        for job in self.jobs.values():
-            if job.spec.id == excluding:
-                continue
-            for w in job.spec.workers:
-                hosts[mac_str(mac_bytes(w.mac))] = w.port
-        return hosts
-
-    def _check_hosts(self, job: AdmittedJob) -> None:
-        hosts = self._hosts()
-        for w in job.spec.workers:
-            mac = mac_str(mac_bytes(w.mac))
-            if hosts.get(mac, w.port) != w.port:
-                raise SpecError(f"job {job.spec.id}: MAC {mac} is already on port {hosts[mac]}, "
-                                f"not {w.port}")
-
-    def _host_entries(self) -> list[TableEntry]:
-        return self.l2.entries(self._hosts())
-
-    def _new_host_entries(self, job: AdmittedJob) -> list[TableEntry]:
-        have = set(self._host_entries())
-        macs = {mac_str(mac_bytes(w.mac)): w.port for w in job.spec.workers}
-        return [e for e in self.l2.entries(macs) if e not in have]
-
-    def _guard_entries(self, excluding: int | None = None) -> list[TableEntry]:
-        """The switch addresses of the jobs aggregated here: no frame may come from them."""
-        return self.source_guard.entries(j.spec.switch_mac for j in self.jobs.values()
-                                         if j.spec.id != excluding)
-
-    def _new_guard_entries(self, job: AdmittedJob) -> list[TableEntry]:
-        have = set(self._guard_entries())
-        return [e for e in self.source_guard.entries([job.spec.switch_mac]) if e not in have]
-
-    def _desired_entries(self) -> list[TableEntry]:
-        entries = list(self._host_entries()) + self._guard_entries()
-        entries += [self.admission.transit_entry(j) for j in sorted(self.desired.transit_jobs)]
-        for job in self.jobs.values():
-            entries.append(self.admission.job_entry(job))
-            entries += self.admission.worker_entries(job)
-            entries += self.replica_rewrite.entries(job)
-        for sim, cfg in ((self.ingress_drop_sim, self.desired.ingress_loss),
-                         (self.egress_drop_sim, self.desired.egress_loss)):
-            entries += sim.entries(cfg["default"], cfg["ports"])
-        return entries
-
-    def _desired_groups(self) -> list[MulticastGroup]:
-        return ([L2Forwarding.flood_group(self.desired.ports)]
-                + [self._group(j) for j in self.jobs.values()])
+    def _update(self, kind: str, item: TableEntry | MulticastGroup) -> Update:
+        if isinstance(item, MulticastGroup):
+            return {"insert": updates.insert_group, "modify": updates.modify_group,
+                    "delete": updates.delete_group}[kind](item)
+        return {"insert": updates.insert, "modify": updates.modify,
+                "delete": updates.delete}[kind](item, self._p4info)
 
     def _read_table(self, table: str) -> list[TableEntry]:
         conn = self._connection()
@@ -373,30 +137,3 @@ class Controller:
         found = [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(entity)]
         found += [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(default)]
         return found
-
-    def _sync_tables(self, tables, desired: list[TableEntry]) -> int:
-        changes = []
-        for table in tables:
-            want = {e.key: e for e in desired if e.table == table}
-            have = {e.key: e for e in self._read_table(table)}
-            for key, entry in want.items():
-                if key not in have:
-                    changes.append(updates.insert(entry, self._p4info))
-                elif have[key] != entry:
-                    changes.append(updates.modify(entry, self._p4info))
-            changes += [updates.delete(e, self._p4info) for k, e in have.items()
-                        if k not in want and not e.is_default]
-        if changes:
-            self._connection().write(changes)
-        return len(changes)
-
-    def _sync_groups(self) -> int:
-        want = {g.group_id: g for g in self._desired_groups()}
-        have = self.read_groups()
-        changes = [updates.insert_group(g) for gid, g in want.items() if gid not in have]
-        changes += [updates.modify_group(g) for gid, g in want.items()
-                    if gid in have and have[gid] != g]
-        changes += [updates.delete_group(g) for gid, g in have.items() if gid not in want]
-        if changes:
-            self._connection().write(changes)
-        return len(changes)

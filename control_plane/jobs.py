@@ -196,12 +196,15 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
 
 
 def load_spec(path: str | Path) -> JobSpec:
-    path = Path(path)
+    return parse_spec(read_file(path, "job spec"), str(path))
+
+
+def read_file(path: str | Path, what: str) -> str:
+    """A spec or config file's text, or a SpecError that says which file could not be read."""
     try:
-        text = path.read_text()
+        return Path(path).read_text()
     except OSError as exc:
-        raise SpecError(f"cannot read job spec {path}: {exc.strerror}") from None
-    return parse_spec(text, str(path))
+        raise SpecError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
 def _check_keys(where: str, table: dict, allowed: set[str], required: set[str]) -> None:

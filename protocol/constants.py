@@ -18,6 +18,11 @@ ETH_LEN = 14
 IPV4_LEN = 20
 UDP_LEN = 8
 HEADER_LEN = 26  # the SA-ATP header
+# The SA-ATP header field by field, (name, bits) in wire order (docs/protocol.md §2): the codec,
+# the v1model header type and the generated TNA header type all follow it (the constants test).
+HEADER_FIELDS = (("version", 4), ("op", 4), ("flags", 8), ("job", 16), ("slot", 16),
+                 ("worker", 8), ("reason", 8), ("chunk", 32), ("bitmap", 32), ("count", 8),
+                 ("fanin", 8), ("scale", 16), ("exp", 16), ("run", 32))
 PAYLOAD_LEN = 4 * LANES
 FRAME_LEN = ETH_LEN + IPV4_LEN + UDP_LEN + HEADER_LEN + PAYLOAD_LEN  # 324
 LANES_OFFSET = FRAME_LEN - PAYLOAD_LEN  # 68: lanes are 4-byte aligned in a frame buffer

@@ -41,8 +41,11 @@ class EmbeddedTarget:
         self._outputs: list[tuple[int, bytes]] = []
         self._start()
 
+    def _dataplane(self) -> Dataplane:
+        return Dataplane(cpu_port=CPU_PORT)
+
     def _start(self) -> None:
-        self.dataplane = Dataplane(cpu_port=CPU_PORT)
+        self.dataplane = self._dataplane()
         self.dataplane.set_transmit(lambda port, frame: self._outputs.append((port, frame)))
         self.server = P4RuntimeServer(self.dataplane, "127.0.0.1:0")
         port = self.server.start()
@@ -63,7 +66,7 @@ class EmbeddedTarget:
         """A switch restart: all state, the pipeline included, is lost; same address."""
         address = self.address
         self.server.stop(grace=None)
-        self.dataplane = Dataplane(cpu_port=CPU_PORT)
+        self.dataplane = self._dataplane()
         self.dataplane.set_transmit(lambda port, frame: self._outputs.append((port, frame)))
         self.server = P4RuntimeServer(self.dataplane, address)
         self.server.start()

@@ -1,15 +1,25 @@
-"""protocol.constants must equal the P4 program's constants (docs/protocol.md)."""
+"""protocol.constants must equal both P4 programs' constants (docs/protocol.md): the v1model
+program's constants.p4 is written by hand and checked here; the TNA program's protocol.p4 is
+generated from protocol.constants by tools/tna_codegen.py and checked to be up to date."""
 
 import re
+import struct
 from pathlib import Path
 
+import pytest
+
 from protocol import constants as P
+from protocol.codec import HEADER_STRUCT
+from tools import tna_codegen
 
-CONSTANTS = Path(__file__).resolve().parent.parent / "p4src" / "include" / "constants.p4"
+ROOT = Path(__file__).resolve().parent.parent
+CONSTANTS = ROOT / "p4src" / "include" / "constants.p4"
+TNA_PROTOCOL = ROOT / "p4src" / "tofino" / "include" / "protocol.p4"
+PROGRAMS = {"v1model": CONSTANTS, "tna": TNA_PROTOCOL}
 
 
-def p4_constants() -> dict[str, int]:
-    text = CONSTANTS.read_text()
+def p4_constants(path: Path = CONSTANTS) -> dict[str, int]:
+    text = path.read_text()
     values = {name: int(value, 0) for name, value in
               re.findall(r"const\s+bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+)\s*;", text)}
     values.update({name: int(value, 0) for name, value in
@@ -17,8 +27,9 @@ def p4_constants() -> dict[str, int]:
     return values
 
 
-def test_every_enum_member_matches_its_p4_constant():
-    p4 = p4_constants()
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_enum_member_matches_its_p4_constant(program):
+    p4 = p4_constants(PROGRAMS[program])
     prefixes = {P.Op: "OP_", P.Flag: "FLAG_", P.Bounce: "BOUNCE_", P.SlotState: "SLOT_",
                 P.DropReason: "DROP_"}
     for enum_type, prefix in prefixes.items():
@@ -31,8 +42,9 @@ def test_every_enum_member_matches_its_p4_constant():
         assert p4_names <= host_names | {"NONE"}, f"P4 has {prefix}* the host lacks"
 
 
-def test_scalars_match():
-    p4 = p4_constants()
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_scalars_match(program):
+    p4 = p4_constants(PROGRAMS[program])
     assert p4["SA_ATP_UDP_PORT"] == P.UDP_PORT
     assert p4["SA_ATP_VERSION"] == P.VERSION
     assert p4["NUM_SLOTS"] == P.NUM_SLOTS
@@ -42,9 +54,13 @@ def test_scalars_match():
     assert p4["FLOOD_GROUP"] == P.FLOOD_GROUP
     assert p4["ETHERTYPE_IPV4"] == P.ETHERTYPE_IPV4
     assert p4["IP_PROTO_UDP"] == P.IP_PROTO_UDP
-    assert p4["CPU_PORT"] == P.CPU_PORT
     assert p4["MGMT_READ_AGGREGATOR"] == P.MGMT_READ_AGGREGATOR
     assert p4["MGMT_CLEAR_AGGREGATOR"] == P.MGMT_CLEAR_AGGREGATOR
+
+
+def test_the_v1model_cpu_port_is_the_controllers():
+    """The TNA program learns its CPU port from the controller (a parser value set)."""
+    assert p4_constants()["CPU_PORT"] == P.CPU_PORT
 
 
 def test_every_shared_p4_constant_has_a_python_mirror():
@@ -63,3 +79,30 @@ def test_header_lane_count_matches():
     lanes = (CONSTANTS.parent / "lanes.p4").read_text()
     macro = lanes[lanes.index("#define LANES(F)"):lanes.index("#endif")]
     assert re.findall(r"F\((\d\d)\)", macro) == [f"{i:02d}" for i in range(P.LANES)]
+    tna = TNA_PROTOCOL.read_text()
+    tna_lanes = tna[tna.index("header lanes_h"):]
+    tna_lanes = tna_lanes[:tna_lanes.index("}")]
+    assert re.findall(r"bit<32> v(\d\d);", tna_lanes) == [f"{i:02d}" for i in range(P.LANES)]
+
+
+def header_type(text: str, name: str) -> list[tuple[str, int]]:
+    body = text[text.index(f"header {name} {{"):]
+    body = body[:body.index("}")]
+    return [(field, int(bits)) for bits, field in re.findall(r"bit<(\d+)>\s+(\w+);", body)]
+
+
+@pytest.mark.parametrize("path", [CONSTANTS.parent / "headers.p4", TNA_PROTOCOL],
+                         ids=["v1model", "tna"])
+def test_the_sa_atp_header_type_is_the_shared_layout(path):
+    assert header_type(path.read_text(), "sa_atp_h") == list(P.HEADER_FIELDS)
+
+
+def test_the_shared_layout_is_the_codecs():
+    assert sum(bits for _, bits in P.HEADER_FIELDS) == 8 * P.HEADER_LEN
+    byte_fields = [bits // 8 for _, bits in P.HEADER_FIELDS[2:]]  # version and op share a byte
+    sizes = [struct.calcsize("!" + c) for c in HEADER_STRUCT.format.lstrip("!")]
+    assert sizes == [1] + byte_fields
+
+
+def test_the_generated_tna_sources_are_up_to_date():
+    assert tna_codegen.stale() == [], "run python tools/tna_codegen.py write"

@@ -1,12 +1,15 @@
 """Compile the project's P4 programs with p4c and check the committed artifacts against their sources.
 
-Every program is compiled into ``<outdir>/<name>.json`` (bmv2 JSON) and
-``<outdir>/<name>.p4info.txtpb`` (P4Info, text format).  Beside them, ``<name>.stamp.json``
-records the SHA-256 of every source file and every artifact, and the p4c version that made them.
-``check`` fails when a source or an artifact no longer matches its stamp, so a P4 change can never
-land without the compiled program that goes with it.
+Every v1model program is compiled by p4c-bm2-ss into ``<outdir>/<name>.json`` (bmv2 JSON) and
+``<outdir>/<name>.p4info.txtpb`` (P4Info, text format); the TNA program (``p4src/tofino/``) by
+the open Tofino compiler into ``bfrt.json``, ``context.json`` and ``resources.json`` (what a
+deployment loads and what shows the fit; not ``tofino.bin``, docs/tofino.md).  Beside them,
+``<name>.stamp.json`` records the SHA-256 of every source file and every artifact, and the
+compiler version that made them.  ``check`` fails when a source or an artifact no longer matches
+its stamp, so a P4 change can never land without the compiled program that goes with it; a TNA
+program never compiled yet (no Tofino compiler where it was written) is reported, not failed.
 
-Usage:  python tools/p4_artifacts.py compile [NAME ...]
+Usage:  python tools/p4_artifacts.py compile [NAME ...]   (default: the v1model programs)
         python tools/p4_artifacts.py check
 """
 
@@ -15,14 +18,21 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 P4C = "p4c-bm2-ss"
+# The open Tofino compiler's driver: p4c with its Tofino backend (bf-p4c where it is installed
+# under that name).
+TOFINO_P4C = os.environ.get("TOFINO_P4C") or ("bf-p4c" if shutil.which("bf-p4c") else "p4c")
+TOFINO_DIR = ROOT / "p4src" / "tofino"
+TOFINO_ARTIFACTS = ("bfrt.json", "context.json", "resources.json")
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,13 @@ class Program:
     main: Path
     sources: tuple[Path, ...]
     outdir: Path
+    tofino: bool = False
+
+    @property
+    def artifacts(self) -> tuple[Path, ...]:
+        if self.tofino:
+            return tuple(self.outdir / a for a in TOFINO_ARTIFACTS)
+        return (self.json_path, self.p4info_path)
 
     @property
     def json_path(self) -> Path:
@@ -48,9 +65,13 @@ class Program:
 
 
 def programs() -> list[Program]:
-    """The project's program (all of ``p4src/``) and the small executor test programs."""
-    main_sources = tuple(sorted((ROOT / "p4src").rglob("*.p4")))
-    found = [Program("sa_atp", ROOT / "p4src" / "sa_atp.p4", main_sources, ROOT / "p4src" / "compiled")]
+    """The project's v1model program (``p4src/`` but ``p4src/tofino/``), its TNA program and
+    the small executor test programs."""
+    main_sources = tuple(sorted(p for p in (ROOT / "p4src").rglob("*.p4")
+                                if TOFINO_DIR not in p.parents))
+    found = [Program("sa_atp", ROOT / "p4src" / "sa_atp.p4", main_sources, ROOT / "p4src" / "compiled"),
+             Program("sa_atp_tna", TOFINO_DIR / "sa_atp_tna.p4",
+                     tuple(sorted(TOFINO_DIR.rglob("*.p4"))), TOFINO_DIR / "compiled", tofino=True)]
     test_dir = ROOT / "tests" / "p4programs"
     for src in sorted(test_dir.glob("*.p4")):
         found.append(Program(src.stem, src, (src,), test_dir / "compiled"))
@@ -65,24 +86,47 @@ def rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-def p4c_version() -> str:
-    out = subprocess.run([P4C, "--version"], capture_output=True, text=True, check=True)
+def p4c_version(compiler: str = P4C) -> str:
+    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
     return (out.stdout + out.stderr).strip().splitlines()[-1]
+
+
+def run(cmd: list[str]) -> None:
+    print("+", " ".join(rel(Path(c)) if c.startswith(str(ROOT)) else c for c in cmd))
+    subprocess.run(cmd, check=True, cwd=ROOT)
 
 
 def compile_program(prog: Program) -> None:
     prog.outdir.mkdir(parents=True, exist_ok=True)
-    cmd = [P4C, "--arch", "v1model", "--std", "p4-16",
-           "-o", str(prog.json_path), "--p4runtime-files", str(prog.p4info_path), str(prog.main)]
-    print("+", " ".join(rel(Path(c)) if c.startswith(str(ROOT)) else c for c in cmd))
-    subprocess.run(cmd, check=True, cwd=ROOT)
-    relativise_source_paths(prog.json_path)
+    if prog.tofino:
+        compile_tofino(prog)
+    else:
+        run([P4C, "--arch", "v1model", "--std", "p4-16", "-o", str(prog.json_path),
+             "--p4runtime-files", str(prog.p4info_path), str(prog.main)])
+    for artifact in prog.artifacts:
+        relativise_source_paths(artifact)
     stamp = {
-        "p4c": p4c_version(),
+        "p4c": p4c_version(TOFINO_P4C if prog.tofino else P4C),
         "sources": {rel(s): sha256(s) for s in prog.sources},
-        "artifacts": {rel(a): sha256(a) for a in (prog.json_path, prog.p4info_path)},
+        "artifacts": {rel(a): sha256(a) for a in prog.artifacts},
     }
     prog.stamp_path.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
+
+
+def compile_tofino(prog: Program) -> None:
+    """Compile for Tofino 1 into a scratch directory and keep the schema, the context (the
+    placement the driver loads) and the resource report, where the driver's manifest says it
+    wrote them; the binary stays behind."""
+    with tempfile.TemporaryDirectory(prefix="sa_atp_tna-") as out:
+        run([TOFINO_P4C, "--target", "tofino", "--arch", "tna", "--std", "p4-16", "-g",
+             "-o", out, "--bf-rt-schema", f"{out}/bfrt.json", str(prog.main)])
+        manifest = json.loads((Path(out) / "manifest.json").read_text())
+        [pipe] = manifest["programs"][0]["pipes"]
+        files = {"bfrt.json": "bfrt.json", "context.json": pipe["files"]["context"]["path"],
+                 "resources.json": next(r["path"] for r in pipe["files"]["resources"]
+                                        if r["type"] == "resources")}
+        for name, found in files.items():
+            shutil.copyfile(Path(out) / found, prog.outdir / name)
 
 
 def relativise_source_paths(json_path: Path) -> None:
@@ -125,20 +169,28 @@ def main(argv: list[str] | None = None) -> int:
 
     progs = programs()
     if args.command == "compile":
-        if shutil.which(P4C) is None:
-            print(f"error: {P4C} is not on PATH; install p4c (see README) to recompile", file=sys.stderr)
-            return 2
-        for prog in progs:
-            if not args.names or prog.name in args.names:
-                compile_program(prog)
+        chosen = [p for p in progs if p.name in args.names or (not args.names and not p.tofino)]
+        for compiler in {TOFINO_P4C if p.tofino else P4C for p in chosen}:
+            if shutil.which(compiler) is None:
+                print(f"error: {compiler} is not on PATH; install p4c (see README, and "
+                      f"docs/tofino.md for the Tofino compiler) to recompile", file=sys.stderr)
+                return 2
+        for prog in chosen:
+            compile_program(prog)
         return 0
 
-    problems = [p for prog in progs for p in check_program(prog)]
+    uncompiled = [p for p in progs if p.tofino and not p.stamp_path.exists()]
+    for prog in uncompiled:
+        print(f"{prog.name}: not compiled yet (no Tofino compiler where it was written); "
+              f"`make tofino` compiles it and writes {rel(prog.stamp_path)}", file=sys.stderr)
+    checked = [p for p in progs if p not in uncompiled]
+    problems = [p for prog in checked for p in check_program(prog)]
     if problems:
         print("P4 artifacts are out of date:", *problems, sep="\n  ", file=sys.stderr)
-        print("Run `make p4` where p4c is installed and commit p4src/compiled/.", file=sys.stderr)
+        print("Run `make p4` (or `make tofino`) where the compiler is installed and commit the "
+              "compiled artifacts.", file=sys.stderr)
         return 1
-    print(f"P4 artifacts match their sources ({len(progs)} programs)")
+    print(f"P4 artifacts match their sources ({len(checked)} programs)")
     return 0
 
 

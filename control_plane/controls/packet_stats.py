@@ -18,12 +18,19 @@ class PacketStats:
              ) -> dict[str, dict[str, int]]:
         """{'packets': {op name: count}, 'drops': {reason name: count}} for one job index
         (0 = traffic that matched no job); zero entries are left out unless ``zeros``."""
-        out: dict[str, dict[str, int]] = {}
-        for counter, names in ((self.packets, _op_names()), (self.drops, _reason_names())):
-            values = _read_counter(conn, counter, job_index * P.STATS_PER_JOB, P.STATS_PER_JOB)
-            out["packets" if counter == self.packets else "drops"] = {
-                names[i]: n for i, n in enumerate(values) if (n or zeros) and i in names}
-        return out
+        start = job_index * P.STATS_PER_JOB
+        return summarize(_read_counter(conn, self.packets, start, P.STATS_PER_JOB),
+                         _read_counter(conn, self.drops, start, P.STATS_PER_JOB), zeros)
+
+
+def summarize(packets: list[int], drops: list[int], zeros: bool = False
+              ) -> dict[str, dict[str, int]]:
+    """One job index's counts by op and by drop reason, by name; zeros left out unless
+    ``zeros``."""
+    ops, reasons = _op_names(), _reason_names()
+    return {"packets": {ops[i]: n for i, n in enumerate(packets) if (n or zeros) and i in ops},
+            "drops": {reasons[i]: n for i, n in enumerate(drops)
+                      if (n or zeros) and i in reasons}}
 
 
 def _op_names() -> dict[int, str]:

@@ -176,6 +176,7 @@ def test_a_probe_reports_without_contributing(target, controller):
     assert b.header.reason == P.Bounce.STALE
 
 
+@pytest.mark.p4runtime
 def test_an_evicted_aggregation_is_counted_in_packets_and_bytes(target, controller):
     """``evictions`` counts packets only, but bmv2 counts bytes of every counter and its
     P4Runtime server reports them: every target reads both."""

@@ -1,0 +1,100 @@
+"""control Aggregator and control Lanes (p4src/tofino/aggregator.p4, lanes.p4): the
+aggregators' registers, read and cleared over BF Runtime in the pipe that holds the job, and
+the ``evictions`` and ``management`` counters."""
+
+from __future__ import annotations
+
+from control_plane.controls.aggregator import AggregatorState
+from control_plane.tofino import names
+from control_plane.tofino.bfrt import ALL_PIPES, BfrtConnection, BfrtEntry
+from control_plane.tofino.controls.packet_stats import read_counter
+from protocol import constants as P
+
+STATE_REGISTERS = ("valid", "run_id", "chunk_id", "generation", "agreed_scale", "progress",
+                   "contributors", "max_exp", "helper_id")
+LANE_REGISTERS = tuple(f"lanes_{i:02d}" for i in range(P.LANES // 2))
+# The slot state as the TNA program keeps it (bits 17:16 of `progress`) -> the protocol's.
+PHASES = {0: P.SlotState.EMPTY, 1: P.SlotState.COMPLETE, 2: P.SlotState.TAKEN,
+          3: P.SlotState.AGGREGATING}
+
+
+class Aggregator:
+    evictions_counter = names.table(f"{names.AGGREGATOR}.evictions")
+    management_counter = names.table(f"{names.AGGREGATOR}.management")
+
+    def read(self, conn: BfrtConnection, indices, pipe: int = 0) -> list[AggregatorState]:
+        indices = _checked(indices)
+        cells = {name: _read(conn, names.AGGREGATOR, name, indices, pipe)
+                 for name in STATE_REGISTERS}
+        lanes = {name: _read(conn, names.LANES, name, indices, pipe, ("lo", "hi"))
+                 for name in LANE_REGISTERS}
+        states = []
+        for i in indices:
+            progress = cells["progress"][i]["f1"]
+            low = [lanes[n][i]["lo"] for n in LANE_REGISTERS]
+            high = [lanes[n][i]["hi"] for n in LANE_REGISTERS]
+            states.append(AggregatorState(
+                index=i, state=PHASES[(progress >> 16) & 3], chunk=cells["chunk_id"][i]["f1"],
+                bitmap=cells["contributors"][i]["f1"], count=progress & 0xFF,
+                scale=cells["agreed_scale"][i]["f1"], exp=cells["max_exp"][i]["f1"],
+                helper=cells["helper_id"][i]["f1"], run=cells["run_id"][i]["f1"],
+                lanes=tuple(_int32(v) for v in low + high)))
+        return states
+
+    def clear(self, conn: BfrtConnection, indices, pipe: int = ALL_PIPES) -> None:
+        """Zero every register of the aggregators, and their workers' `member` cells (a zero
+        generation is never current: the first aggregation bumps it to 1)."""
+        indices = _checked(indices)
+        writes = [("modify", _cell(names.AGGREGATOR, name, i, {"f1": 0}))
+                  for name in STATE_REGISTERS for i in indices]
+        writes += [("modify", _cell(names.AGGREGATOR, "member", i * P.MAX_WORKERS + w, {"f1": 0}))
+                   for i in indices for w in range(P.MAX_WORKERS)]
+        writes += [("modify", _cell(names.LANES, name, i, {"lo": 0, "hi": 0}))
+                   for name in LANE_REGISTERS for i in indices]
+        conn.write(writes, pipe)
+
+    def evictions(self, conn: BfrtConnection, job_index: int) -> int:
+        return read_counter(conn, self.evictions_counter, [job_index])[0]
+
+    def management(self, conn: BfrtConnection) -> dict[str, int]:
+        """Management requests the switch handled, per kind."""
+        read, clear = read_counter(conn, self.management_counter,
+                                   [P.MGMT_READ_AGGREGATOR, P.MGMT_CLEAR_AGGREGATOR])
+        return {"READ_AGGREGATOR": read, "CLEAR_AGGREGATOR": clear}
+
+
+def _checked(indices) -> list[int]:
+    indices = list(indices)
+    for index in indices:
+        if not 0 <= index < P.NUM_AGGREGATORS:
+            raise ValueError(f"aggregator index {index} outside 0..{P.NUM_AGGREGATORS - 1}")
+    return indices
+
+
+def _cell(control: str, register: str, index: int, values: dict) -> BfrtEntry:
+    return BfrtEntry.make(names.register(control, register), {names.REGISTER_INDEX: index},
+                          {names.register_field(control, register, f): v
+                           for f, v in values.items()})
+
+
+def _read(conn: BfrtConnection, control: str, register: str, indices: list[int], pipe: int,
+          parts=("f1",)) -> dict[int, dict[str, int]]:
+    """One register's cells at ``indices`` in ``pipe`` (a read of all pipes returns a value
+    per pipe)."""
+    found = conn.read(names.register(control, register),
+                      keys=[{names.REGISTER_INDEX: i} for i in indices], from_hw=True)
+    cells = {}
+    for entry in found:
+        data = dict(entry.data)
+        cells[dict(entry.key)[names.REGISTER_INDEX]] = {
+            part: _in_pipe(data[names.register_field(control, register, part)], pipe)
+            for part in parts}
+    return cells
+
+
+def _in_pipe(value, pipe: int) -> int:
+    return value[pipe] if isinstance(value, tuple) else value
+
+
+def _int32(value: int) -> int:
+    return value - (1 << 32) if value & 0x80000000 else value

@@ -1,0 +1,23 @@
+"""control LoopPorts (p4src/tofino/sa_atp_tna.p4) and the ingress parser's value sets: which
+ports are the CPU's and the loop ports' (so that their packets are parsed as management
+requests and as pass 3), and which loop port serves each port."""
+
+from __future__ import annotations
+
+from control_plane.tofino import names
+from control_plane.tofino.bfrt import BfrtEntry
+from control_plane.tofino.config import SwitchConfig
+
+
+class LoopPorts:
+    table = names.table(names.LOOP_PORT_TABLE)
+    tables = (names.CPU_PORT_SET, names.LOOP_PORT_SET, table)
+
+    def entries(self, config: SwitchConfig) -> list[BfrtEntry]:
+        out = [BfrtEntry.make(names.CPU_PORT_SET, {names.VALUE_SET_FIELD: config.cpu_port})]
+        out += [BfrtEntry.make(names.LOOP_PORT_SET, {names.VALUE_SET_FIELD: p.port})
+                for p in config.loop_ports]
+        out += [BfrtEntry.make(self.table, {"ig_intr_md.ingress_port": port},
+                               {"port": config.loop_port_for(port)}, names.LOOP_PORT_ACTION)
+                for port in config.data_ports + (config.cpu_port,)]
+        return out

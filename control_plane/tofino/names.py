@@ -1,0 +1,67 @@
+"""The BF Runtime names of the TNA program (p4src/tofino/), in one place.
+
+bf-p4c names a table ``pipe.<control instance path>.<table>`` (``pipe`` is the Pipeline's
+instance name in sa_atp_tna.p4), an action ``<control instance path>.<action>``, a key field by
+its P4 expression and an action's data fields by its parameters. The TNA program keeps the
+v1model program's controls, tables, keys, actions and parameters, so a planned entry
+(``control_plane/plan.py``, v1model names) becomes a BF Runtime entry by prefixing the table and
+renaming the one key that differs: the ingress port, ``standard_metadata`` on v1model and
+``ig_intr_md`` on TNA. Fixed tables (``$pre.*``, ``$PORT``) and register and counter fields
+follow the SDE's BF Runtime conventions. Names marked (*) depend on compiler conventions that
+only the compiled bfrt.json can confirm (docs/tofino.md).
+"""
+
+from __future__ import annotations
+
+from control_plane.entries import TableEntry
+from control_plane.tofino.bfrt import BfrtEntry
+
+PROGRAM = "sa_atp_tna"
+PIPE = "pipe"
+KEY_RENAMES = {"sm.ingress_port": "ig_intr_md.ingress_port"}
+
+REGISTER_INDEX = "$REGISTER_INDEX"
+COUNTER_INDEX = "$COUNTER_INDEX"
+COUNTER_PACKETS = "$COUNTER_SPEC_PKTS"
+COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
+
+AGGREGATOR = "SaAtpIngress.aggregator"
+LANES = "SaAtpIngress.lanes"
+LOOP_PORT_TABLE = "SaAtpIngress.passes.loop_port"
+LOOP_PORT_ACTION = "SaAtpIngress.passes.to_loop"
+CPU_PORT_SET = f"{PIPE}.SaAtpIngressParser.cpu_port"        # (*) parser value sets
+LOOP_PORT_SET = f"{PIPE}.SaAtpIngressParser.loop_ports"     # (*)
+VALUE_SET_FIELD = "f1"                                      # (*)
+
+PRE_MGID = "$pre.mgid"
+PRE_NODE = "$pre.node"
+PORT = "$PORT"
+
+
+def table(name: str) -> str:
+    """``SaAtpIngress.admission.jobs`` -> ``pipe.SaAtpIngress.admission.jobs``."""
+    return f"{PIPE}.{name}"
+
+
+def register(control: str, name: str) -> str:
+    return table(f"{control}.{name}")
+
+
+def register_field(control: str, name: str, part: str = "f1") -> str:
+    """A register's data field: ``f1`` for a plain register, ``lo``/``hi`` for a lane pair."""
+    return f"{control}.{name}.{part}"
+
+
+def to_bfrt(entry: TableEntry) -> BfrtEntry:
+    return BfrtEntry.make(table(entry.table),
+                          {KEY_RENAMES.get(k, k): v for k, v in entry.match},
+                          dict(entry.params), entry.action, entry.is_default)
+
+
+def from_bfrt(entry: BfrtEntry) -> TableEntry:
+    back = {v: k for k, v in KEY_RENAMES.items()}
+    name = entry.table.removeprefix(f"{PIPE}.")
+    if entry.is_default:
+        return TableEntry.default(name, entry.action, dict(entry.data))
+    return TableEntry.make(name, {back.get(k, k): v for k, v in entry.key}, entry.action,
+                           dict(entry.data))

@@ -1,0 +1,423 @@
+/* The aggregators' state (docs/protocol.md §4; layout and reasoning in docs/tofino.md, 'State
+ * registers'). Pass 1 runs the state machine of §4.2-§4.5 as a chain of registers, each read and
+ * updated by one RegisterAction that its selector table (<register>_sel, const entries) picks
+ * from what the registers before it returned:
+ *
+ *   valid -> run_id -> chunk_id -> generation, agreed_scale -> member -> progress
+ *         -> contributors, max_exp, helper_id -> decide (decide.p4)
+ *
+ * `progress` holds the slot state (bits 17:16, PHASE_*) and the count (bits 15:0) in one word,
+ * so that completing a chunk is one update with the count; `member` keeps, per aggregator and
+ * worker, the generation of the aggregation the worker was last summed into, which tells a
+ * duplicate from a new contribution before `progress` counts it. Pass 2 reads the registers
+ * again to describe a result, or clears them for the controller. The lanes are in lanes.p4. */
+#ifndef SA_ATP_TNA_AGGREGATOR_P4
+#define SA_ATP_TNA_AGGREGATOR_P4
+
+control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
+    Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) valid;          /* 1: not EMPTY */
+    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) run_id;
+    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) chunk_id;
+    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) generation;     /* aggregations begun */
+    Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) agreed_scale;
+    Register<bit<32>, member_index_t>(NUM_MEMBER_CELLS, 0) member;    /* [index * 32 + worker] */
+    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) progress;       /* phase << 16 | count */
+    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) contributors;
+    Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) max_exp;
+    Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) helper_id;
+
+    Counter<bit<64>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) evictions;
+    Counter<bit<64>, bit<8>>(MGMT_OPCODES, CounterType_t.PACKETS_AND_BYTES) management;
+
+    /* -- valid ---------------------------------------------------------------------------- */
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(valid) valid_occupy = {
+        void apply(inout bit<8> cell, out bit<8> was) { was = cell; cell = 1; }
+    };
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(valid) valid_vacate = {
+        void apply(inout bit<8> cell, out bit<8> was) { was = cell; cell = 0; }
+    };
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(valid) valid_peek = {
+        void apply(inout bit<8> cell, out bit<8> was) { was = cell; }
+    };
+    action do_valid_occupy() { meta.was_valid = valid_occupy.execute(meta.index); }
+    action do_valid_vacate() { valid_vacate.execute(meta.index); }
+    action do_valid_peek() { meta.was_valid = valid_peek.execute(meta.index); }
+    table valid_sel {
+        key = { meta.pass: exact; meta.kind: exact; }
+        actions = { do_valid_occupy; do_valid_vacate; do_valid_peek; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA): do_valid_occupy();
+            (PASS_STATE, KIND_UNEXPECTED): do_valid_peek();
+            (PASS_STATE, KIND_PROBE): do_valid_peek();
+            (PASS_STATE, KIND_TAKEOVER): do_valid_peek();
+            (PASS_STATE, KIND_HELPER_RESULT): do_valid_peek();
+            (PASS_LANES, KIND_MGMT_CLEAR): do_valid_vacate();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- run_id: the run against the slot's (serial-number arithmetic) ---------------------- */
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_claim = {
+        void apply(inout bit<32> cell) { cell = meta.run_in; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_compare = {
+        void apply(inout bit<32> cell, out bit<2> rv) {
+            if (hdr.sa.run == cell) {
+                rv = RUN_SAME;
+            } else if ((int<32>)(hdr.sa.run - cell) < 0) {
+                rv = RUN_OLDER;
+            } else {
+                rv = RUN_NEWER;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_compare_claim = {
+        void apply(inout bit<32> cell, out bit<2> rv) {
+            if (hdr.sa.run == cell) {
+                rv = RUN_SAME;
+            } else if ((int<32>)(hdr.sa.run - cell) < 0) {
+                rv = RUN_OLDER;
+            } else {
+                rv = RUN_NEWER;
+                cell = hdr.sa.run;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(run_id) run_id_read = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
+    };
+    action do_run_id_claim() { run_id_claim.execute(meta.index); }
+    action do_run_id_compare() { meta.run_class = run_id_compare.execute(meta.index); }
+    action do_run_id_compare_claim() {
+        meta.run_class = run_id_compare_claim.execute(meta.index);
+    }
+    action do_run_id_read() { meta.rd_run = run_id_read.execute(meta.index); }
+    table run_id_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.was_valid: ternary; }
+        actions = { do_run_id_claim; do_run_id_compare; do_run_id_compare_claim; do_run_id_read;
+                    NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_NONE, _): NoAction();
+            (PASS_STATE, KIND_DATA, 0): do_run_id_claim();
+            (PASS_STATE, KIND_DATA, _): do_run_id_compare_claim();
+            (PASS_STATE, _, 0): NoAction();
+            (PASS_STATE, _, _): do_run_id_compare();
+            (PASS_LANES, KIND_MGMT_CLEAR, _): do_run_id_claim();
+            (PASS_LANES, _, _): do_run_id_read();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- chunk_id: where the slot stands for this packet (meta.situation) ------------------- */
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_claim = {
+        void apply(inout bit<32> cell) { cell = meta.chunk_in; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_compare = {
+        void apply(inout bit<32> cell, out bit<2> rv) {
+            if (hdr.sa.chunk == cell) {
+                rv = SIT_HELD;
+            } else if ((int<32>)(hdr.sa.chunk - cell) > 0) {
+                rv = SIT_NEWER;
+            } else {
+                rv = SIT_OLDER;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_compare_claim = {
+        void apply(inout bit<32> cell, out bit<2> rv) {
+            if (hdr.sa.chunk == cell) {
+                rv = SIT_HELD;
+            } else if ((int<32>)(hdr.sa.chunk - cell) > 0) {
+                rv = SIT_NEWER;
+                cell = hdr.sa.chunk;
+            } else {
+                rv = SIT_OLDER;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(chunk_id) chunk_id_read = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
+    };
+    action do_chunk_id_claim() {
+        chunk_id_claim.execute(meta.index);
+        meta.situation = SIT_NEWER;
+    }
+    action do_chunk_id_compare() { meta.situation = chunk_id_compare.execute(meta.index); }
+    action do_chunk_id_compare_claim() {
+        meta.situation = chunk_id_compare_claim.execute(meta.index);
+    }
+    action do_chunk_id_read() { meta.rd_chunk = chunk_id_read.execute(meta.index); }
+    action situation_newer() { meta.situation = SIT_NEWER; }     /* empty, or an older run */
+    action situation_old_run() { meta.situation = SIT_OLD_RUN; }
+    table chunk_id_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.was_valid: ternary;
+                meta.run_class: ternary; }
+        actions = { do_chunk_id_claim; do_chunk_id_compare; do_chunk_id_compare_claim;
+                    do_chunk_id_read; situation_newer; situation_old_run; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_NONE, _, _): NoAction();
+            (PASS_STATE, _, 1, RUN_OLDER): situation_old_run();
+            (PASS_STATE, KIND_DATA, 1, RUN_SAME): do_chunk_id_compare_claim();
+            (PASS_STATE, _, 1, RUN_SAME): do_chunk_id_compare();
+            (PASS_STATE, KIND_DATA, _, _): do_chunk_id_claim();
+            (PASS_STATE, _, _, _): situation_newer();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_chunk_id_claim();
+            (PASS_LANES, _, _, _): do_chunk_id_read();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- generation: bumped by every aggregation begun (and by a clear) --------------------- */
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(generation) generation_bump = {
+        void apply(inout bit<32> cell, out bit<32> rv) { cell = cell + 1; rv = cell; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(generation) generation_read = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
+    };
+    action do_generation_bump() { meta.gen = generation_bump.execute(meta.index); }
+    action do_generation_read() { meta.gen = generation_read.execute(meta.index); }
+    table generation_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary; }
+        actions = { do_generation_bump; do_generation_read; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER): do_generation_bump();
+            (PASS_STATE, KIND_DATA, SIT_HELD): do_generation_read();
+            (PASS_LANES, KIND_MGMT_CLEAR, _): do_generation_bump();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- agreed_scale --------------------------------------------------------------------- */
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(agreed_scale) agreed_scale_claim = {
+        void apply(inout bit<16> cell) { cell = meta.scale_in; }
+    };
+    RegisterAction<bit<16>, agg_index_t, bit<1>>(agreed_scale) agreed_scale_compare = {
+        void apply(inout bit<16> cell, out bit<1> rv) {
+            if (hdr.sa.scale == cell) {
+                rv = 1;
+            } else {
+                rv = 0;
+            }
+        }
+    };
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(agreed_scale) agreed_scale_read = {
+        void apply(inout bit<16> cell, out bit<16> rv) { rv = cell; }
+    };
+    action do_agreed_scale_claim() { agreed_scale_claim.execute(meta.index); }
+    action do_agreed_scale_compare() { meta.scale_ok = agreed_scale_compare.execute(meta.index); }
+    action do_agreed_scale_read() { meta.rd_scale = agreed_scale_read.execute(meta.index); }
+    table agreed_scale_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary; }
+        actions = { do_agreed_scale_claim; do_agreed_scale_compare; do_agreed_scale_read;
+                    NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER): do_agreed_scale_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD): do_agreed_scale_compare();
+            (PASS_LANES, KIND_MGMT_CLEAR, _): do_agreed_scale_claim();
+            (PASS_LANES, _, _): do_agreed_scale_read();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- member: was this worker summed into the aggregation under way? --------------------- */
+    RegisterAction<bit<32>, member_index_t, bit<1>>(member) member_join = {
+        void apply(inout bit<32> cell, out bit<1> rv) {
+            if (cell == meta.gen) {
+                rv = 1;
+            } else {
+                rv = 0;
+            }
+            cell = meta.gen;
+        }
+    };
+    action do_member_join() { meta.is_member = member_join.execute(meta.member_index); }
+    table member_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.scale_ok: ternary; }
+        actions = { do_member_join; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _): do_member_join();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1): do_member_join();
+        }
+        const default_action = NoAction();
+    }
+
+    /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
+     * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
+     * over to a helper, or nothing (a read). */
+    action check_duplicate() { meta.check_limit = meta.limit_dup; meta.check_delta = DUP_COMPLETE; }
+    action check_takeover() { meta.check_limit = AGGREGATING_BASE; meta.check_delta = TAKE_OVER; }
+    action check_nothing() { meta.check_limit = NEVER; meta.check_delta = 0; }
+    table progress_check_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.scale_ok: ternary; }
+        actions = { check_duplicate; check_takeover; check_nothing; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1): check_duplicate();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, _): check_takeover();
+        }
+        const default_action = check_nothing();
+    }
+
+    /* -- progress: phase << 16 | count ----------------------------------------------------- */
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_claim = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.progress_in; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_add = {
+        void apply(inout bit<32> cell, out bit<32> rv) {
+            rv = cell;
+            if (cell >= meta.limit_add) {
+                cell = cell + ADD_AND_COMPLETE;
+            } else if (cell >= AGGREGATING_BASE) {
+                cell = cell + 1;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_check = {
+        void apply(inout bit<32> cell, out bit<32> rv) {
+            rv = cell;
+            if (cell >= meta.check_limit) {
+                cell = cell + meta.check_delta;
+            }
+        }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_helper = {
+        void apply(inout bit<32> cell, out bit<32> rv) {
+            rv = cell;
+            if (cell >= TAKEN_BASE && cell < AGGREGATING_BASE) {
+                cell = meta.progress_in;
+            }
+        }
+    };
+    action do_progress_claim() { meta.old_progress = progress_claim.execute(meta.index); }
+    action do_progress_add() { meta.old_progress = progress_add.execute(meta.index); }
+    action do_progress_check() { meta.old_progress = progress_check.execute(meta.index); }
+    action do_progress_helper() { meta.old_progress = progress_helper.execute(meta.index); }
+    table progress_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.scale_ok: ternary; meta.is_member: ternary; }
+        actions = { do_progress_claim; do_progress_add; do_progress_check; do_progress_helper;
+                    NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_NONE, _, _, _): NoAction();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_progress_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, 0): do_progress_add();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, _): do_progress_helper();
+            (PASS_STATE, _, _, _, _): do_progress_check();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_progress_claim();
+            (PASS_LANES, _, _, _, _): do_progress_check();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- contributors ---------------------------------------------------------------------- */
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_claim = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.bitmap_in; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_join = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = cell | meta.worker_bit; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_read = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
+    };
+    action do_contributors_claim() { meta.rd_bitmap = contributors_claim.execute(meta.index); }
+    action do_contributors_join() { meta.rd_bitmap = contributors_join.execute(meta.index); }
+    action do_contributors_read() { meta.rd_bitmap = contributors_read.execute(meta.index); }
+    table contributors_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.scale_ok: ternary; meta.old_progress[17:16]: ternary; }
+        actions = { do_contributors_claim; do_contributors_join; do_contributors_read; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_NONE, _, _, _): NoAction();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_contributors_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING): do_contributors_join();
+            (PASS_STATE, _, _, _, _): do_contributors_read();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_contributors_claim();
+            (PASS_LANES, _, _, _, _): do_contributors_read();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- max_exp --------------------------------------------------------------------------- */
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_claim = {
+        void apply(inout bit<16> cell) { cell = meta.exp_in; }
+    };
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_raise = {
+        void apply(inout bit<16> cell) {
+            if (hdr.sa.exp > cell) {
+                cell = hdr.sa.exp;
+            }
+        }
+    };
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_read = {
+        void apply(inout bit<16> cell, out bit<16> rv) { rv = cell; }
+    };
+    action do_max_exp_claim() { max_exp_claim.execute(meta.index); }
+    action do_max_exp_raise() { max_exp_raise.execute(meta.index); }
+    action do_max_exp_read() { meta.rd_exp = max_exp_read.execute(meta.index); }
+    table max_exp_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.scale_ok: ternary; meta.old_progress[17:16]: ternary;
+                meta.is_member: ternary; }
+        actions = { do_max_exp_claim; do_max_exp_raise; do_max_exp_read; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _): do_max_exp_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _): do_max_exp_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING, 0): do_max_exp_raise();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_max_exp_claim();
+            (PASS_LANES, _, _, _, _, _): do_max_exp_read();
+        }
+        const default_action = NoAction();
+    }
+
+    /* -- helper_id ------------------------------------------------------------------------- */
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_write = {
+        void apply(inout bit<8> cell) { cell = meta.helper_in; }
+    };
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_read = {
+        void apply(inout bit<8> cell, out bit<8> rv) { rv = cell; }
+    };
+    action do_helper_id_write() { helper_id_write.execute(meta.index); }
+    action do_helper_id_read() { meta.rd_helper = helper_id_read.execute(meta.index); }
+    table helper_id_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.old_progress[17:16]: ternary; }
+        actions = { do_helper_id_write; do_helper_id_read; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_AGGREGATING): do_helper_id_write();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_TAKEN): do_helper_id_write();
+            (PASS_STATE, KIND_DATA, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
+            (PASS_STATE, KIND_PROBE, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_helper_id_write();
+            (PASS_LANES, _, _, _): do_helper_id_read();
+        }
+        const default_action = NoAction();
+    }
+
+    apply {
+        valid_sel.apply();
+        run_id_sel.apply();
+        chunk_id_sel.apply();
+        generation_sel.apply();
+        agreed_scale_sel.apply();
+        member_sel.apply();
+        progress_check_sel.apply();
+        progress_sel.apply();
+        contributors_sel.apply();
+        max_exp_sel.apply();
+        helper_id_sel.apply();
+        /* old_progress >= limit (both below 2^31): the chunk completes, the sign bit is 0 */
+        meta.add_margin = meta.old_progress - meta.limit_add;
+        meta.dup_margin = meta.old_progress - meta.limit_dup;
+        if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
+                && meta.old_progress[17:16] == PHASE_AGGREGATING) {
+            evictions.count(meta.job_index);   /* an unfinished aggregation overwritten */
+        }
+        if (meta.kind == KIND_MGMT_READ || meta.kind == KIND_MGMT_CLEAR) {
+            management.count(hdr.packet_out.opcode);
+        }
+    }
+}
+
+#endif

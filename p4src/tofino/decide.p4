@@ -1,0 +1,63 @@
+/* The answer of pass 1 (docs/protocol.md §4.2-§4.4, in the v1model program's order), from what
+ * the aggregator's registers returned: one ternary table with const entries. A margin's sign bit
+ * is 0 when the chunk completes (old progress >= the limit): the comparison is the subtraction
+ * the aggregator did, read by the table, since one action cannot subtract and then move a bit. */
+#ifndef SA_ATP_TNA_DECIDE_P4
+#define SA_ATP_TNA_DECIDE_P4
+
+control Decide(inout ingress_metadata_t meta) {
+    action respond(bit<4> response, bit<3> lane_op) {
+        meta.response = response;
+        meta.lane_op = lane_op;
+    }
+    action bounce(bit<8> reason) {
+        meta.response = RESPOND_BOUNCE;
+        meta.bounce_reason = reason;
+    }
+    action not_expected() {
+        meta.drop_reason = DROP_NOT_EXPECTED;
+    }
+    table decide {
+        key = { meta.kind: ternary; meta.situation: ternary; meta.scale_ok: ternary;
+                meta.old_progress[17:16]: ternary; meta.is_member: ternary;
+                meta.add_margin[31:31]: ternary; meta.dup_margin[31:31]: ternary;
+                meta.start_done: ternary; }
+        actions = { respond; bounce; not_expected; NoAction; }
+        const entries = {
+            (_, SIT_OLD_RUN, _, _, _, _, _, _): bounce(BOUNCE_OLD_RUN);
+            (KIND_PROBE, SIT_HELD, _, PHASE_COMPLETE, _, _, _, _):
+                respond(RESPOND_COPY, LANES_LOAD);
+            (KIND_PROBE, SIT_HELD, _, PHASE_TAKEN, _, _, _, _): bounce(BOUNCE_TAKEN);
+            (KIND_PROBE, SIT_HELD, _, _, _, _, _, _): respond(RESPOND_PENDING, LANES_KEEP);
+            (KIND_PROBE, SIT_NEWER, _, _, _, _, _, _): bounce(BOUNCE_NOT_HELD);
+            (KIND_PROBE, _, _, _, _, _, _, _): bounce(BOUNCE_STALE);
+            (KIND_UNEXPECTED, _, _, _, _, _, _, _): not_expected();
+            (KIND_DATA, SIT_NEWER, _, _, _, _, _, 1): respond(RESPOND_RESULT, LANES_STORE);
+            (KIND_DATA, SIT_NEWER, _, _, _, _, _, _): respond(RESPOND_ABSORB, LANES_STORE);
+            (KIND_DATA, SIT_OLDER, _, _, _, _, _, _): bounce(BOUNCE_STALE);
+            (KIND_DATA, _, _, PHASE_TAKEN, _, _, _, _): bounce(BOUNCE_TAKEN);
+            (KIND_DATA, _, 0, _, _, _, _, _): bounce(BOUNCE_SCALE_MISMATCH);
+            (KIND_DATA, _, _, PHASE_COMPLETE, _, _, _, _): respond(RESPOND_COPY, LANES_LOAD);
+            (KIND_DATA, _, _, _, 1, _, 0, _): respond(RESPOND_RESULT, LANES_LOAD);
+            (KIND_DATA, _, _, _, 1, _, _, _): respond(RESPOND_PENDING, LANES_KEEP);
+            (KIND_DATA, _, _, _, _, 0, _, _): respond(RESPOND_RESULT, LANES_ADD);
+            (KIND_DATA, _, _, _, _, _, _, _): respond(RESPOND_ABSORB, LANES_ADD);
+            (KIND_TAKEOVER, SIT_HELD, _, PHASE_COMPLETE, _, _, _, _):
+                respond(RESPOND_COPY, LANES_LOAD);
+            (KIND_TAKEOVER, SIT_HELD, _, _, _, _, _, _): respond(RESPOND_PARTIAL, LANES_LOAD);
+            (KIND_TAKEOVER, _, _, _, _, _, _, _): bounce(BOUNCE_NOT_HELD);
+            (KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _, _, _, _):
+                respond(RESPOND_HELPER_RESULT, LANES_STORE);
+            (KIND_HELPER_RESULT, _, _, _, _, _, _, _): respond(RESPOND_HELPER_RESULT, LANES_KEEP);
+        }
+        const default_action = NoAction();
+    }
+
+    apply {
+        if (meta.pass == PASS_STATE && meta.kind != KIND_NONE) {
+            decide.apply();
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* Headers, metadata and internal codes of the TNA program (docs/tofino.md). The protocol's
+ * constants and the SA-ATP header come from protocol.p4, generated from protocol/constants.py. */
+#ifndef SA_ATP_TNA_TYPES_P4
+#define SA_ATP_TNA_TYPES_P4
+
+/* The passes of an SA-ATP packet through the ingress pipeline. */
+const bit<2> PASS_STATE = 0;   /* from a port: admission and the aggregator's state registers */
+const bit<2> PASS_LANES = 1;   /* resubmitted: the lane registers (low words), the answer */
+const bit<2> PASS_HIGH  = 2;   /* recirculated: the high words of the lanes, then out */
+
+/* What a packet asks of the aggregator (meta.kind). */
+const bit<3> KIND_NONE          = 0;   /* nothing */
+const bit<3> KIND_DATA          = 1;   /* DATA, not a probe, from a worker of the expected set */
+const bit<3> KIND_UNEXPECTED    = 2;   /* DATA, not a probe, from a worker outside it */
+const bit<3> KIND_PROBE         = 3;
+const bit<3> KIND_TAKEOVER      = 4;
+const bit<3> KIND_HELPER_RESULT = 5;
+const bit<3> KIND_MGMT_READ     = 6;
+const bit<3> KIND_MGMT_CLEAR    = 7;
+
+/* The run in the slot against the packet's (meta.run_class, from run_id). */
+const bit<2> RUN_NONE  = 0;   /* not compared: the aggregator is empty */
+const bit<2> RUN_SAME  = 1;
+const bit<2> RUN_NEWER = 2;   /* the packet's run is newer: the slot counts as empty */
+const bit<2> RUN_OLDER = 3;   /* the slot holds a newer run: BOUNCE(OLD_RUN) */
+
+/* The chunk in the slot against the packet's (meta.situation, from chunk_id). */
+const bit<2> SIT_NEWER   = 0;   /* the slot is empty, of an older run, or holds an older chunk */
+const bit<2> SIT_HELD    = 1;   /* the slot holds this chunk of this run */
+const bit<2> SIT_OLDER   = 2;   /* the slot holds a newer chunk: the packet is stale */
+const bit<2> SIT_OLD_RUN = 3;
+
+/* The slot state as `progress` keeps it in bits 17:16, AGGREGATING highest so that one
+ * comparison of the whole word tells it apart (docs/tofino.md, 'State registers'); the
+ * protocol's codes are SLOT_*. */
+const bit<2>  PHASE_EMPTY       = 0;
+const bit<2>  PHASE_COMPLETE    = 1;
+const bit<2>  PHASE_TAKEN       = 2;
+const bit<2>  PHASE_AGGREGATING = 3;
+const bit<32> COMPLETE_BASE     = 0x10000;          /* PHASE_COMPLETE << 16 */
+const bit<32> TAKEN_BASE        = 0x20000;          /* PHASE_TAKEN << 16 */
+const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 */
+const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
+const bit<32> DUP_COMPLETE      = 0xFFFE0000;       /* AGGREGATING -> COMPLETE */
+const bit<32> TAKE_OVER         = 0xFFFF0000;       /* AGGREGATING -> TAKEN */
+const bit<32> NEVER             = 0xFFFFFFFF;       /* a limit no progress word reaches */
+
+/* What a packet does to the lanes (lanes.p4). */
+const bit<3> LANES_KEEP  = 0;
+const bit<3> LANES_STORE = 1;
+const bit<3> LANES_ADD   = 2;
+const bit<3> LANES_LOAD  = 3;   /* the low words into the packet */
+const bit<3> LANES_HIGH  = 4;   /* the high words into the packet */
+const bit<3> LANES_CLEAR = 5;   /* zero the packet's lanes, then STORE them */
+
+/* How a packet is answered. */
+const bit<4> RESPOND_NONE          = 0;
+const bit<4> RESPOND_ABSORB        = 1;
+const bit<4> RESPOND_BOUNCE        = 2;
+const bit<4> RESPOND_COPY          = 3;
+const bit<4> RESPOND_RESULT        = 4;
+const bit<4> RESPOND_PARTIAL       = 5;
+const bit<4> RESPOND_HELPER_RESULT = 6;
+const bit<4> RESPOND_REPORT        = 7;
+const bit<4> RESPOND_PENDING       = 8;
+
+#define MAX_WORKER_ENTRIES 8192
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+
+/* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). */
+header resubmit_h {
+    bit<3>      lane_op;
+    bit<4>      response;
+    bit<1>      _pad0;
+    bit<8>      job_index;
+    bit<16>     job_group;
+    bit<3>      _pad1;
+    agg_index_t index;
+    bit<16>     _pad2;
+}
+
+/* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
+header pass_h {
+    bit<4>      response;
+    bit<4>      _pad0;
+    bit<8>      job_index;
+    bit<16>     job_group;
+    bit<7>      _pad1;
+    PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
+    bit<3>      _pad2;
+    agg_index_t index;
+}
+
+/* Ingress -> egress. Flexible: the compiler lays the fields out, so that an action writing some
+ * of them need not rewrite a container shared with the others. */
+@flexible
+header bridge_h {
+    bit<1>   to_job;         /* a multicast copy for a worker of the job (rid = worker) */
+    bit<1>   flood;          /* a copy of a flooded frame */
+    bit<1>   to_worker;      /* a HELPER_DATA for dest_worker */
+    bit<1>   transit;
+    bit<1>   to_cpu;
+    bit<1>   to_loop;        /* on its way to pass 3 */
+    bit<1>   sa;             /* ingress parsed an SA-ATP header in this frame */
+    bit<8>   job_index;
+    bit<8>   dest_worker;
+    PortId_t ingress_port;
+}
+
+@controller_header("packet_out")
+header packet_out_h {
+    bit<8>  opcode;
+    bit<32> aggregator;
+}
+
+@controller_header("packet_in")
+header packet_in_h {     /* laid out as the v1model program's, for the same controller code */
+    PortId_t ingress_port;
+    bit<7>   _pad;
+    bit<8>   opcode;
+    bit<32>  aggregator;
+}
+
+header ethernet_h {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_h {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<8>      diffserv;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+struct headers_t {
+    bridge_h     bridge;
+    pass_h       pass;
+    packet_out_h packet_out;
+    packet_in_h  packet_in;
+    ethernet_h   ethernet;
+    ipv4_h       ipv4;
+    udp_h        udp;
+    sa_atp_h     sa;
+    lanes_h      carried;    /* pass 1: parsed so that a short frame is an error, never used */
+    lanes_h      lanes;      /* passes 2 and 3: what the lane registers add and return */
+}
+
+struct ingress_metadata_t {
+    resubmit_h  resub;
+    bit<2>      pass;
+    bool        bad_version;
+    bool        checksum_err;
+    bit<4>      drop_reason;
+    /* admission */
+    bit<8>      job_index;
+    bit<16>     slot_base;
+    bit<16>     num_slots;
+    bit<8>      fan_in;
+    bit<32>     expected;
+    bit<16>     job_group;
+    bit<1>      inband_fanin;
+    bit<32>     worker_bit;
+    bit<1>      transit;
+    PortId_t    helper_port;
+    /* the aggregator */
+    bit<3>      kind;
+    bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
+    agg_index_t index;
+    member_index_t member_index;
+    bit<32>     run_in;
+    bit<32>     chunk_in;
+    bit<16>     scale_in;
+    bit<32>     bitmap_in;
+    bit<16>     exp_in;
+    bit<8>      helper_in;
+    bit<32>     progress_in;
+    bit<32>     limit_add;
+    bit<32>     limit_dup;
+    bit<32>     check_limit;
+    bit<32>     check_delta;
+    bit<1>      start_done;
+    bit<8>      was_valid;
+    bit<2>      run_class;
+    bit<2>      situation;
+    bit<32>     gen;
+    bit<1>      scale_ok;
+    bit<1>      is_member;
+    bit<32>     old_progress;
+    bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
+    bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
+    bit<32>     rd_run;
+    bit<32>     rd_chunk;
+    bit<16>     rd_scale;
+    bit<32>     rd_bitmap;
+    bit<16>     rd_exp;
+    bit<8>      rd_helper;
+    /* the answer */
+    bit<3>      lane_op;
+    bit<4>      response;
+    bit<8>      bounce_reason;
+    PortId_t    loop_port;
+}
+
+struct egress_metadata_t {
+    bit<4>  drop_reason;
+    bit<8>  dest_worker;     /* the worker a copy goes to: egress_rid, or the helper */
+}
+
+#endif

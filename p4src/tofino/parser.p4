@@ -1,0 +1,193 @@
+/* Parsers and deparsers. Ingress sees three kinds of packet: from a port (pass 1: the lanes are
+ * parsed into `carried`, which only proves that the frame is whole), resubmitted (pass 2: the
+ * lanes into `lanes`, which the lane registers use) and recirculated from a loop port (pass 3:
+ * frames pass 2 wrote, behind a pass header). The controller names the CPU and loop ports in
+ * the parser value sets. Egress never parses the lanes: they travel as payload. */
+#ifndef SA_ATP_TNA_PARSER_P4
+#define SA_ATP_TNA_PARSER_P4
+
+parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata_t meta,
+                          out ingress_intrinsic_metadata_t ig_intr_md) {
+    Checksum() ipv4_checksum;
+    value_set<PortId_t>(4) cpu_port;
+    value_set<PortId_t>(16) loop_ports;
+
+    state start {
+        pkt.extract(ig_intr_md);
+        meta.pass = PASS_STATE;
+        meta.bad_version = false;
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+
+    state parse_resubmit {
+        pkt.extract(meta.resub);
+        meta.pass = PASS_LANES;
+        transition select(ig_intr_md.ingress_port) {
+            cpu_port: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            cpu_port: parse_packet_out;
+            loop_ports: parse_pass;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+
+    /* Pass 3: a frame pass 2 wrote, whole and well formed. */
+    state parse_pass {
+        pkt.extract(hdr.pass);
+        meta.pass = PASS_HIGH;
+        transition select(hdr.pass.response) {
+            RESPOND_REPORT: parse_high_report;
+            default: parse_high;
+        }
+    }
+
+    state parse_high_report {
+        pkt.extract(hdr.packet_in);
+        transition parse_high;
+    }
+
+    state parse_high {
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.sa);
+        pkt.extract(hdr.lanes);
+        transition accept;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        ipv4_checksum.add(hdr.ipv4);
+        meta.checksum_err = ipv4_checksum.verify();   /* on Tofino: true on a mismatch */
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, IP_PROTO_UDP): parse_udp;   /* no options, first fragment */
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            SA_ATP_UDP_PORT: parse_sa_atp;
+            default: accept;
+        }
+    }
+
+    state parse_sa_atp {
+        pkt.extract(hdr.sa);
+        transition select(hdr.sa.version, ig_intr_md.resubmit_flag) {
+            (SA_ATP_VERSION, 0): parse_carried;
+            (SA_ATP_VERSION, 1): parse_lanes;
+            default: unsupported_version;
+        }
+    }
+
+    state unsupported_version {
+        meta.bad_version = true;
+        transition accept;
+    }
+
+    state parse_carried {
+        pkt.extract(hdr.carried);
+        transition accept;
+    }
+
+    state parse_lanes {
+        pkt.extract(hdr.lanes);
+        transition accept;
+    }
+}
+
+control SaAtpIngressDeparser(packet_out pkt, inout headers_t hdr, in ingress_metadata_t meta,
+                             in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Resubmit() resubmit;
+
+    apply {
+        if (ig_dprsr_md.resubmit_type == 1) {
+            resubmit.emit(meta.resub);
+        }
+        pkt.emit(hdr.bridge);
+        pkt.emit(hdr.pass);
+        pkt.emit(hdr.packet_in);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.sa);
+        pkt.emit(hdr.carried);
+        pkt.emit(hdr.lanes);
+    }
+}
+
+parser SaAtpEgressParser(packet_in pkt, out headers_t hdr, out egress_metadata_t meta,
+                         out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);
+        meta.drop_reason = DROP_NONE;
+        meta.dest_worker = 0;
+        transition select(hdr.bridge.to_loop, hdr.bridge.sa, hdr.bridge.to_cpu) {
+            (1, _, _): accept;          /* on to pass 3: carried as it is */
+            (0, 1, 1): parse_packet_in;
+            (0, 1, 0): parse_sa_frame;
+            default: accept;            /* not SA-ATP: nothing to rewrite */
+        }
+    }
+
+    state parse_packet_in {
+        pkt.extract(hdr.packet_in);
+        transition parse_sa_frame;
+    }
+
+    /* Ingress parsed an SA-ATP header in this frame, so the headers before it are there. */
+    state parse_sa_frame {
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.sa);
+        transition accept;
+    }
+}
+
+/* The switch rewrites IPv4 addresses only in SA-ATP packets, so only those get a new checksum. */
+control SaAtpEgressDeparser(packet_out pkt, inout headers_t hdr, in egress_metadata_t meta,
+                            in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+
+    apply {
+        if (hdr.sa.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+                hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+                hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        }
+        pkt.emit(hdr.packet_in);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.sa);
+    }
+}
+
+#endif

@@ -1,0 +1,171 @@
+/* The answer to an aggregator packet, pass by pass (docs/tofino.md, 'Passes'):
+ *   pass 1  bounces, PENDING and an unstored HELPER_RESULT leave at once; whatever touches the
+ *           lanes is resubmitted with what pass 1 decided;
+ *   pass 2  after the lanes: the header describes the aggregator; a packet that carries a sum it
+ *           did not bring (ADD, LOAD) goes round a loop port for the high words;
+ *   pass 3  after the high words: out to where pass 2 addressed it. */
+#ifndef SA_ATP_TNA_RESPOND_P4
+#define SA_ATP_TNA_RESPOND_P4
+
+control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Answer the sender, from the address it sent to. */
+    action reply_to_sender() {
+        mac_addr_t mac = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = mac;
+        ipv4_addr_t ip = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = ip;
+        bit<16> port = hdr.udp.dst_port;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
+        hdr.udp.checksum = 0;
+    }
+
+    /* From the switch's address to the job; egress writes each copy's destination. */
+    action from_switch() {
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.udp.src_port = SA_ATP_UDP_PORT;
+        hdr.udp.checksum = 0;
+    }
+
+    action describe(bit<4> op) {
+        hdr.sa.op = op;
+        hdr.sa.reason = 0;
+        hdr.sa.flags = hdr.sa.flags & FLAG_SET;
+        hdr.sa.bitmap = meta.rd_bitmap;
+        hdr.sa.count = meta.old_progress[7:0];
+        hdr.sa.scale = meta.rd_scale;
+        hdr.sa.exp = meta.rd_exp;
+    }
+
+    action bounce_to_sender() {
+        hdr.sa.op = OP_BOUNCE;
+        hdr.sa.reason = meta.bounce_reason;
+        hdr.sa.bitmap = meta.rd_bitmap;
+        hdr.sa.count = meta.old_progress[7:0];
+    }
+
+    action report(bit<8> state) {
+        describe(OP_RESULT);
+        hdr.sa.chunk = meta.rd_chunk;
+        hdr.sa.run = meta.rd_run;
+        hdr.sa.reason = state;
+        hdr.sa.worker = meta.rd_helper;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = ig_intr_md.ingress_port;
+        hdr.packet_in._pad = 0;
+        hdr.packet_in.opcode = hdr.packet_out.opcode;
+        hdr.packet_in.aggregator = (bit<32>)meta.index;
+        hdr.packet_out.setInvalid();
+    }
+
+    action to_job(bit<16> group) {
+        ig_tm_md.mcast_grp_a = group;
+        hdr.bridge.to_job = 1;
+    }
+
+    apply {
+        if (meta.pass == PASS_STATE) {
+            if (meta.response == RESPOND_BOUNCE) {
+                bounce_to_sender();
+                if (meta.bounce_reason == BOUNCE_TAKEN) {
+                    hdr.sa.worker = meta.rd_helper;
+                }
+                reply_to_sender();
+                ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+            } else if (meta.response == RESPOND_PENDING) {
+                /* to every worker of the job: one question answers them all */
+                bounce_to_sender();
+                hdr.sa.reason = BOUNCE_PENDING;
+                from_switch();
+                to_job(meta.job_group);
+            } else if (meta.lane_op != LANES_KEEP) {
+                meta.resub.setValid();
+                meta.resub.lane_op = meta.lane_op;
+                meta.resub.response = meta.response;
+                meta.resub.job_index = meta.job_index;
+                meta.resub.job_group = meta.job_group;
+                meta.resub.index = meta.index;
+                ig_dprsr_md.resubmit_type = 1;
+            } else if (meta.response == RESPOND_HELPER_RESULT) {
+                hdr.sa.op = OP_RESULT;
+                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
+                from_switch();
+                to_job(meta.job_group);
+            }
+        } else if (meta.pass == PASS_LANES && meta.response != RESPOND_NONE) {
+            PortId_t reply_port = ig_intr_md.ingress_port;
+            if (meta.response == RESPOND_ABSORB) {
+                ig_dprsr_md.drop_ctl = 1;   /* summed; nothing to send yet */
+            } else if (meta.response == RESPOND_RESULT) {
+                describe(OP_RESULT);
+                from_switch();
+            } else if (meta.response == RESPOND_COPY) {
+                describe(OP_RESULT);
+                hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
+                reply_to_sender();
+            } else if (meta.response == RESPOND_PARTIAL) {
+                describe(OP_PARTIAL);
+                from_switch();
+            } else if (meta.response == RESPOND_HELPER_RESULT) {
+                hdr.sa.op = OP_RESULT;
+                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
+                from_switch();
+            } else if (meta.kind == KIND_MGMT_CLEAR) {
+                meta.rd_bitmap = 0;
+                meta.old_progress = 0;
+                meta.rd_scale = 0;
+                meta.rd_exp = 0;
+                meta.rd_chunk = 0;
+                meta.rd_run = 0;
+                meta.rd_helper = 0;
+                report(SLOT_EMPTY);
+            } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */
+                report(SLOT_AGGREGATING);
+            } else if (meta.old_progress[17:16] == PHASE_COMPLETE) {
+                report(SLOT_COMPLETE);
+            } else if (meta.old_progress[17:16] == PHASE_TAKEN) {
+                report(SLOT_TAKEN);
+            } else {
+                report(SLOT_EMPTY);
+            }
+            if (meta.response == RESPOND_ABSORB) {
+                /* dropped */
+            } else if (meta.lane_op == LANES_ADD || meta.lane_op == LANES_LOAD) {
+                /* the packet carries the new low words only: round the loop for the high */
+                hdr.pass.setValid();
+                hdr.pass.response = meta.response;
+                hdr.pass.job_index = meta.job_index;
+                hdr.pass.job_group = meta.job_group;
+                hdr.pass.port = reply_port;
+                hdr.pass.index = meta.index;
+                ig_tm_md.ucast_egress_port = meta.loop_port;
+                hdr.bridge.to_loop = 1;
+            } else if (meta.response == RESPOND_COPY) {
+                ig_tm_md.ucast_egress_port = reply_port;
+            } else if (meta.response == RESPOND_REPORT) {
+                ig_tm_md.ucast_egress_port = reply_port;
+                hdr.bridge.to_cpu = 1;
+            } else {
+                to_job(meta.job_group);
+            }
+        } else if (meta.pass == PASS_HIGH) {
+            if (hdr.pass.response == RESPOND_COPY) {
+                ig_tm_md.ucast_egress_port = hdr.pass.port;
+            } else if (hdr.pass.response == RESPOND_REPORT) {
+                ig_tm_md.ucast_egress_port = hdr.pass.port;
+                hdr.bridge.to_cpu = 1;
+            } else {
+                to_job(hdr.pass.job_group);
+            }
+            hdr.pass.setInvalid();
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,270 @@
+/* SA-ATP: straggler-aware in-network gradient aggregation, TNA (Tofino) program.
+ * docs/protocol.md is the contract, the same as for the v1model program (p4src/sa_atp.p4), and
+ * the two agree packet by packet (tests/tofino/). docs/tofino.md explains the layout: three
+ * ingress passes (state, resubmitted lanes, recirculated high words), pair registers for the
+ * lanes, one RegisterAction per register per pass chosen by a table with const entries. */
+#include <core.p4>
+#include <tna.p4>
+
+#include "include/protocol.p4"
+#include "include/types.p4"
+#include "parser.p4"
+#include "source_guard.p4"
+#include "job_admission.p4"
+#include "drop_simulator.p4"
+#include "aggregator.p4"
+#include "decide.p4"
+#include "lanes.p4"
+#include "respond.p4"
+#include "forwarding.p4"
+#include "replica_rewrite.p4"
+#include "packet_stats.p4"
+
+/* The loop port that takes a packet from this port round to pass 3: one in the port's pipe
+ * (the aggregators of a job live in its pipe), installed by the controller for every port. */
+control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_metadata_t meta) {
+    action to_loop(PortId_t port) {
+        meta.loop_port = port;
+    }
+
+    table loop_port {
+        key = { ig_intr_md.ingress_port: exact; }
+        actions = { to_loop; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = 512;
+    }
+
+    apply {
+        loop_port.apply();
+    }
+}
+
+@pa_auto_init_metadata
+/* bf-p4c 1.2.5.16 would alias the bridged ingress port to the intrinsic one, both header
+ * fields, and stop on an internal error: keep it a field of its own. */
+@pa_no_overlay("ingress", "hdr.bridge.ingress_port")
+control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
+                     in ingress_intrinsic_metadata_t ig_intr_md,
+                     in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                     inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                     inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    SourceGuard() source_guard;
+    JobAdmission() admission;
+    DropSimulator() drop_sim;
+    Aggregator() aggregator;
+    Decide() decide;
+    Lanes() lanes;
+    LoopPorts() passes;
+    Respond() respond;
+    L2Forwarding() l2;
+    PacketStats(true) stats;
+
+    /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
+    action prepare(bit<3> kind) {
+        meta.kind = kind;
+        meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
+        meta.member_index = meta.abs_slot ++ hdr.sa.flags[0:0] ++ hdr.sa.worker[4:0];
+        meta.run_in = hdr.sa.run;
+        meta.chunk_in = hdr.sa.chunk;
+        meta.scale_in = hdr.sa.scale;
+        meta.exp_in = hdr.sa.exp;
+        meta.helper_in = hdr.sa.worker;
+    }
+
+    apply {
+        hdr.bridge.setValid();
+        if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
+            hdr.bridge.sa = 1;
+        } else {
+            hdr.bridge.sa = 0;
+        }
+        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+        bit<4> rx_op = 0;
+        bool use_l2 = false;
+        bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
+
+        if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
+            received = true;
+            if (hdr.sa.isValid()) {
+                rx_op = hdr.sa.op;
+            }
+            if (ig_prsr_md.parser_err != 0 || meta.bad_version || meta.checksum_err) {
+                meta.drop_reason = DROP_MALFORMED;
+            } else {
+                source_guard.apply(hdr, meta);
+            }
+            if (meta.drop_reason != DROP_NONE) {
+                /* malformed or spoofed: counted and dropped below */
+            } else if (!hdr.sa.isValid()) {
+                use_l2 = true;
+            } else {
+                bool host_op = hdr.sa.op == OP_DATA || hdr.sa.op == OP_TAKEOVER
+                               || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
+                admission.apply(hdr, meta, ig_intr_md, host_op);
+                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);   /* a stage before prepare */
+                if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
+                    meta.fan_in = hdr.sa.fanin;
+                }
+                if (meta.transit == 1) {
+                    use_l2 = true;   /* aggregated by another switch */
+                } else if (meta.drop_reason == DROP_NONE) {
+                    bool lost;
+                    drop_sim.apply(ig_intr_md.ingress_port, lost);
+                    if (lost) {
+                        meta.drop_reason = DROP_SIM;
+                    }
+                }
+                if (meta.transit == 1 || meta.drop_reason != DROP_NONE) {
+                    /* nothing for the aggregator */
+                } else if (hdr.sa.op == OP_HELPER_DATA) {
+                    /* on to its helper, from the address it was sent to: the switch's */
+                    hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+                    hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+                    hdr.udp.src_port = SA_ATP_UDP_PORT;
+                    hdr.udp.checksum = 0;
+                    ig_tm_md.ucast_egress_port = meta.helper_port;
+                    hdr.bridge.to_worker = 1;
+                    hdr.bridge.dest_worker = hdr.sa.reason;
+                } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
+                    prepare(KIND_PROBE);
+                } else if (hdr.sa.op == OP_DATA && (meta.expected & meta.worker_bit) != 0) {
+                    prepare(KIND_DATA);
+                    meta.bitmap_in = meta.worker_bit;
+                } else if (hdr.sa.op == OP_DATA) {
+                    prepare(KIND_UNEXPECTED);
+                } else if (hdr.sa.op == OP_TAKEOVER) {
+                    prepare(KIND_TAKEOVER);
+                } else {
+                    prepare(KIND_HELPER_RESULT);
+                    meta.bitmap_in = hdr.sa.bitmap;
+                    meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
+                }
+                meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
+                meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
+                if (meta.fan_in <= 1) {
+                    meta.start_done = 1;
+                }
+                if (meta.kind == KIND_DATA) {
+                    meta.progress_in = AGGREGATING_BASE | 1;
+                    if (meta.start_done == 1) {
+                        meta.progress_in = COMPLETE_BASE | 1;
+                    }
+                }
+            }
+        } else if (meta.pass == PASS_STATE) {
+            /* a management request: handled in pass 2, once its frame is parsed whole */
+            ig_dprsr_md.resubmit_type = 1;
+            meta.resub.setValid();
+        } else if (meta.pass == PASS_LANES && hdr.packet_out.isValid()) {
+            bool known_op = hdr.packet_out.opcode == MGMT_READ_AGGREGATOR
+                            || hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR;
+            if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
+                    && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
+                meta.index = hdr.packet_out.aggregator[12:0];
+                meta.response = RESPOND_REPORT;
+                if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
+                    meta.kind = KIND_MGMT_CLEAR;
+                    meta.lane_op = LANES_CLEAR;
+                } else {
+                    meta.kind = KIND_MGMT_READ;
+                    meta.lane_op = LANES_LOAD;
+                }
+            } else {
+                ig_dprsr_md.drop_ctl = 1;
+            }
+        } else if (meta.pass == PASS_LANES) {
+            meta.index = meta.resub.index;
+            meta.lane_op = meta.resub.lane_op;
+            meta.response = meta.resub.response;
+            meta.job_index = meta.resub.job_index;
+            meta.job_group = meta.resub.job_group;
+        } else {
+            meta.index = hdr.pass.index;
+            meta.lane_op = LANES_HIGH;
+            meta.job_index = hdr.pass.job_index;
+        }
+
+        aggregator.apply(hdr, meta);
+        decide.apply(meta);
+        bit<3> lane_op = meta.lane_op;
+        if (meta.pass == PASS_STATE) {
+            lane_op = LANES_KEEP;   /* pass 1 decides; the lanes wait for pass 2 */
+        } else if (lane_op == LANES_CLEAR) {
+            hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            lane_op = LANES_STORE;
+        }
+        lanes.apply(hdr, lane_op, meta.index);
+        passes.apply(ig_intr_md, meta);
+        respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+
+        if (use_l2) {
+            l2.apply(hdr, meta, ig_tm_md);
+        }
+        if (received) {
+            stats.apply(meta.job_index, rx_op, meta.drop_reason);
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            ig_dprsr_md.drop_ctl = 1;
+        }
+        hdr.bridge.transit = meta.transit;
+        hdr.bridge.job_index = meta.job_index;
+    }
+}
+
+@pa_auto_init_metadata
+control SaAtpEgress(inout headers_t hdr, inout egress_metadata_t meta,
+                    in egress_intrinsic_metadata_t eg_intr_md,
+                    in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                    inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                    inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    ReplicaRewrite() replica_rewrite;
+    DropSimulator() drop_sim;
+    PacketStats(false) stats;
+
+    apply {
+        if (hdr.bridge.to_loop == 0 && hdr.bridge.to_cpu == 0) {
+            bool rewrite = false;
+            bool pruned = false;
+            if (hdr.bridge.to_job == 1) {
+                meta.dest_worker = (bit<8>)eg_intr_md.egress_rid;
+                rewrite = true;
+            } else if (hdr.bridge.to_worker == 1) {
+                meta.dest_worker = hdr.bridge.dest_worker;
+                rewrite = true;
+            } else if (hdr.bridge.flood == 1 && eg_intr_md.egress_port == hdr.bridge.ingress_port) {
+                pruned = true;   /* never flood a frame back out of the port it came in on */
+            }
+            if (rewrite) {
+                replica_rewrite.apply(hdr, meta);
+            }
+            if (pruned) {
+                eg_dprsr_md.drop_ctl = 1;
+            } else {
+                bit<4> tx_op = 0;
+                if (hdr.sa.isValid() && hdr.bridge.transit == 0) {
+                    tx_op = hdr.sa.op;
+                    if (meta.drop_reason == DROP_NONE) {
+                        bool lost;
+                        drop_sim.apply(eg_intr_md.egress_port, lost);
+                        if (lost) {
+                            meta.drop_reason = DROP_SIM;
+                        }
+                    }
+                }
+                stats.apply(hdr.bridge.job_index, tx_op, meta.drop_reason);
+                if (meta.drop_reason != DROP_NONE) {
+                    eg_dprsr_md.drop_ctl = 1;
+                }
+            }
+        }
+        hdr.bridge.setInvalid();
+    }
+}
+
+Pipeline(SaAtpIngressParser(), SaAtpIngress(), SaAtpIngressDeparser(),
+         SaAtpEgressParser(), SaAtpEgress(), SaAtpEgressDeparser()) pipe;
+
+Switch(pipe) main;

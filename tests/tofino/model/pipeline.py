@@ -1,0 +1,394 @@
+"""A reference model of the TNA program (p4src/tofino/) that runs packets on a FakeSwitch.
+
+It follows sa_atp_tna.p4 control by control and pass by pass: the tables look up what the
+controller wrote to the FakeSwitch over BF Runtime, the registers are the FakeSwitch's cells and
+change only through the RegisterActions of ``register_actions`` that the selector functions of
+``tables`` pick, one per register per pass (checked as it runs). A packet's passes run one
+after another, as a switch without other traffic in flight would run them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+from protocol import constants as P
+from tests.tofino.fake_bfrt import FakeSwitch
+from tests.tofino.model import register_actions, tables
+from tests.tofino.model import tables as T
+from tests.tofino.model.packet import Packet, deparse_egress, parse_egress, parse_ingress
+from tests.tofino.model.respond import respond
+
+LANE_ACTIONS = {T.LANES_STORE: "store", T.LANES_ADD: "add", T.LANES_LOAD: "read_lo",
+                T.LANES_HIGH: "read_hi"}
+HOST_OPS = {P.Op.DATA, P.Op.TAKEOVER, P.Op.HELPER_DATA, P.Op.HELPER_RESULT}
+AGGREGATING_BASE, COMPLETE_BASE = 0x30000, 0x10000
+
+
+class RandomDraws:
+    """The drop simulator's 32-bit random numbers."""
+
+    def __init__(self, seed: int | None = None):
+        self.rng = random.Random(seed)
+
+    def lost(self, direction: str, threshold: int, **_) -> bool:
+        """Whether a draw falls below ``threshold``; the keywords (port, job_index, and the
+        copy's bytes at egress) let a test take the draws from another target."""
+        return self.rng.getrandbits(32) < threshold
+
+
+class Phv:
+    """What one pass carries: the parsed packet and the metadata the program sets."""
+
+    def __init__(self, packet: Packet, port: int, passno: int):
+        self.packet, self.hdr, self.ingress_port, self.passno = packet, packet.hdr, port, passno
+        self.meta = defaultdict(int, {"pass": passno})
+        self.bridge = defaultdict(int, {"sa": int(packet.valid("sa")), "ingress_port": port})
+        self.tm = {"ucast": None, "mcast": 0, "drop": False, "resubmit": None}
+
+    def __getattr__(self, name):   # the fields RegisterActions read: meta.x, hdr.sa, hdr.lanes
+        if name == "sa":
+            return self.hdr["sa"]
+        if name == "lanes":
+            return self.hdr["lanes"]
+        return self.meta[name]
+
+
+class TnaModel:
+    def __init__(self, switch: FakeSwitch, draws=None, actions=None, pipe_of=None):
+        self.switch = switch
+        self.pipe_of = pipe_of or (lambda port: port >> 7)   # Tofino: bits 8:7 of a port
+        self.draws = draws or RandomDraws()
+        self.actions = actions or register_actions.registry()
+        self.touched: set[tuple[str, int]] = set()    # (register, index) of the last packet
+        self.counted: set[tuple[str, int]] = set()    # (counter, index) of the last packet
+
+    # -- a packet -------------------------------------------------------------------------------
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        self.touched, self.counted = set(), set()
+        self._ingress_length = len(frame)
+        phv = self._ingress(port, frame, None)
+        if phv.tm["resubmit"] is not None:
+            phv = self._ingress(port, frame, phv.tm["resubmit"])
+        if phv.tm["drop"]:
+            return []
+        if phv.bridge["to_loop"]:   # round the loop port: its egress passes it on untouched
+            phv = self._ingress(phv.tm["ucast"], phv.packet.emit(), None)
+            if phv.tm["drop"]:
+                return []
+        frame_out = phv.packet.emit()
+        if phv.tm["mcast"]:
+            copies = [(p, rid) for p, rid in self.switch.group(phv.tm["mcast"])]
+        else:
+            copies = [(phv.tm["ucast"], 0)] if phv.tm["ucast"] is not None else []
+        outputs = []
+        for out_port, rid in copies:
+            out = self._egress(out_port, rid, frame_out, phv.bridge.copy())
+            if out is not None:
+                outputs.append((out_port, out))
+        return outputs
+
+    # -- ingress ---------------------------------------------------------------------------------
+
+    def _ingress(self, port: int, frame: bytes, resub: dict | None) -> Phv:
+        packet = parse_ingress(frame, port, resub is not None,
+                               self.switch.value_set("pipe.SaAtpIngressParser.cpu_port"),
+                               self.switch.value_set("pipe.SaAtpIngressParser.loop_ports"))
+        passno = T.PASS_LANES if resub is not None else (
+            T.PASS_HIGH if packet.valid("pass") else T.PASS_STATE)
+        phv = Phv(packet, port, passno)
+        self._executed: set[str] = set()
+        m, hdr = phv.meta, phv.hdr
+        rx_op, use_l2, received = 0, False, False
+        if passno == T.PASS_STATE and not packet.valid("packet_out"):
+            received = True
+            rx_op = hdr["sa"]["op"] if packet.valid("sa") else 0
+            if packet.parser_error or packet.bad_version or packet.checksum_err:
+                m["drop_reason"] = P.DropReason.MALFORMED
+            elif self._hit("SaAtpIngress.source_guard.switch_sources",
+                           {"hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"]}):
+                m["drop_reason"] = P.DropReason.SPOOFED
+            if m["drop_reason"]:
+                pass
+            elif not packet.valid("sa"):
+                use_l2 = True
+            else:
+                use_l2 = self._pass_one(phv, port)
+        elif passno == T.PASS_STATE:
+            phv.tm["resubmit"] = {}   # management: handled in pass 2
+        elif passno == T.PASS_LANES and packet.valid("packet_out"):
+            self._management(phv)
+        elif passno == T.PASS_LANES:
+            m.update(index=resub["index"], lane_op=resub["lane_op"], response=resub["response"],
+                     job_index=resub["job_index"], job_group=resub["job_group"])
+        else:
+            m.update(index=hdr["pass"]["index"], lane_op=T.LANES_HIGH,
+                     job_index=hdr["pass"]["job_index"])
+        self._aggregator(phv)
+        lane_op = m["lane_op"]
+        if passno == T.PASS_STATE:
+            lane_op = T.LANES_KEEP
+        elif lane_op == T.LANES_CLEAR:
+            hdr["lanes"] = [0] * P.LANES
+            lane_op = T.LANES_STORE
+        self._lanes(phv, lane_op)
+        action, data, _ = self.switch.lookup("pipe.SaAtpIngress.passes.loop_port",
+                                             {"ig_intr_md.ingress_port": port})
+        if action == "SaAtpIngress.passes.to_loop":
+            m["loop_port"] = data["port"]
+        respond(phv)
+        if use_l2:
+            self._l2(phv)
+        if received:
+            self._stats("SaAtpIngress.stats", m["job_index"], rx_op, m["drop_reason"], True)
+        if m["drop_reason"]:
+            phv.tm["drop"] = True
+        phv.bridge["transit"], phv.bridge["job_index"] = m["transit"], m["job_index"]
+        return phv
+
+    def _pass_one(self, phv: Phv, port: int) -> bool:
+        """Admission, the drop simulator, HELPER_DATA, and what the aggregator is asked;
+        True if the packet is forwarded like any other traffic."""
+        m, sa, hdr = phv.meta, phv.hdr["sa"], phv.hdr
+        job = self.switch.lookup("pipe.SaAtpIngress.admission.jobs", {"hdr.sa.job": sa["job"]})
+        if job[0] == "SaAtpIngress.admission.set_job":
+            m.update({k: v for k, v in job[1].items() if k != "group"}, job_group=job[1]["group"])
+        elif job[0] == "SaAtpIngress.admission.transit":
+            m["transit"] = 1
+        worker = self.switch.lookup("pipe.SaAtpIngress.admission.workers", {
+            "hdr.sa.job": sa["job"], "hdr.sa.worker": sa["worker"],
+            "ig_intr_md.ingress_port": port, "hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"],
+            "hdr.ipv4.src_addr": hdr["ipv4"]["src_addr"]})
+        if worker[2]:
+            m["worker_bit"] = worker[1]["worker_bit"]
+        helper = self.switch.lookup("pipe.SaAtpIngress.admission.worker_ports",
+                                    {"hdr.sa.job": sa["job"], "hdr.sa.reason": sa["reason"]})
+        if helper[2]:
+            m["helper_port"] = helper[1]["port"]
+        if not job[2]:
+            m["drop_reason"] = P.DropReason.UNKNOWN_JOB
+        elif m["transit"]:
+            pass
+        elif sa["op"] not in HOST_OPS:
+            m["drop_reason"] = P.DropReason.BAD_OP
+        elif not worker[2]:
+            m["drop_reason"] = P.DropReason.UNREGISTERED
+        elif sa["slot"] >= m["num_slots"]:
+            m["drop_reason"] = P.DropReason.SLOT_RANGE
+        elif sa["op"] == P.Op.HELPER_DATA and not helper[2]:
+            m["drop_reason"] = P.DropReason.UNREGISTERED
+        if m["inband_fanin"] == 1 and sa["fanin"] != 0:
+            m["fan_in"] = sa["fanin"]
+        if m["transit"]:
+            return True
+        if not m["drop_reason"] and self._lost("SaAtpIngress.drop_sim", "ingress", port,
+                                               m["job_index"]):
+            m["drop_reason"] = P.DropReason.SIM
+        if m["drop_reason"]:
+            return False
+        if sa["op"] == P.Op.HELPER_DATA:
+            hdr["ethernet"]["src_addr"] = hdr["ethernet"]["dst_addr"]
+            hdr["ipv4"]["src_addr"] = hdr["ipv4"]["dst_addr"]
+            hdr["udp"]["src_port"], hdr["udp"]["checksum"] = P.UDP_PORT, 0
+            phv.tm["ucast"] = m["helper_port"]
+            phv.bridge["to_worker"], phv.bridge["dest_worker"] = 1, sa["reason"]
+            return False
+        self._prepare(phv)
+        return False
+
+    def _prepare(self, phv: Phv) -> None:
+        m, sa = phv.meta, phv.hdr["sa"]
+        if sa["op"] == P.Op.DATA and sa["flags"] & P.Flag.PROBE:
+            m["kind"] = T.KIND_PROBE
+        elif sa["op"] == P.Op.DATA and m["expected"] & m["worker_bit"]:
+            m["kind"], m["bitmap_in"] = T.KIND_DATA, m["worker_bit"]
+        elif sa["op"] == P.Op.DATA:
+            m["kind"] = T.KIND_UNEXPECTED
+        elif sa["op"] == P.Op.TAKEOVER:
+            m["kind"] = T.KIND_TAKEOVER
+        else:
+            m["kind"], m["bitmap_in"] = T.KIND_HELPER_RESULT, sa["bitmap"]
+            m["progress_in"] = COMPLETE_BASE | sa["count"]
+        slot = (m["slot_base"] + sa["slot"]) & 0xFFF
+        m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
+        m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
+        m.update(run_in=sa["run"], chunk_in=sa["chunk"], scale_in=sa["scale"], exp_in=sa["exp"],
+                 helper_in=sa["worker"])
+        m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
+        m["limit_dup"] = AGGREGATING_BASE + m["fan_in"]
+        m["start_done"] = int(m["fan_in"] <= 1)
+        if m["kind"] == T.KIND_DATA:
+            m["progress_in"] = (COMPLETE_BASE if m["start_done"] else AGGREGATING_BASE) | 1
+
+    def _management(self, phv: Phv) -> None:
+        m, out = phv.meta, phv.hdr["packet_out"]
+        known = out["opcode"] in (P.MGMT_READ_AGGREGATOR, P.MGMT_CLEAR_AGGREGATOR)
+        if not (known and not phv.packet.parser_error and phv.packet.valid("lanes")
+                and out["aggregator"] < P.NUM_AGGREGATORS):
+            phv.tm["drop"] = True
+            return
+        m["index"], m["response"] = out["aggregator"], T.RESPOND_REPORT
+        clear = out["opcode"] == P.MGMT_CLEAR_AGGREGATOR
+        m["kind"] = T.KIND_MGMT_CLEAR if clear else T.KIND_MGMT_READ
+        m["lane_op"] = T.LANES_CLEAR if clear else T.LANES_LOAD
+
+    # -- the aggregator and the lanes -------------------------------------------------------------
+
+    def _aggregator(self, phv: Phv) -> None:
+        m = phv.meta
+        for name, select in tables.SELECTORS.items():
+            m["phase"] = (m["old_progress"] >> 16) & 3
+            action = select(m)
+            if name == "progress_check_sel":
+                m["check_limit"], m["check_delta"] = {
+                    "check_duplicate": (m["limit_dup"], 0xFFFE0000),
+                    "check_takeover": (AGGREGATING_BASE, 0xFFFF0000),
+                    "check_nothing": (0xFFFF_FFFF, 0)}[action]
+                continue
+            if action in ("situation_newer", "situation_old_run"):
+                m["situation"] = T.SIT_NEWER if action == "situation_newer" else T.SIT_OLD_RUN
+            elif action != "NoAction":
+                self._execute(phv, name.removesuffix("_sel"), action.removeprefix("do_"))
+        m["add_done"] = int(m["old_progress"] >= m["limit_add"])
+        m["dup_done"] = int(m["old_progress"] >= m["limit_dup"])
+        if m["pass"] == T.PASS_STATE and m["kind"] != T.KIND_NONE:
+            kind, args = tables.decide(m)
+            if kind == "respond":
+                m["response"], m["lane_op"] = args
+            elif kind == "bounce":
+                m["response"], m["bounce_reason"] = T.RESPOND_BOUNCE, args[0]
+            elif kind == "not_expected":
+                m["drop_reason"] = P.DropReason.NOT_EXPECTED
+            if (m["kind"] == T.KIND_DATA and m["situation"] == T.SIT_NEWER
+                    and (m["old_progress"] >> 16) & 3 == T.PHASE_AGGREGATING):
+                self._count("pipe.SaAtpIngress.aggregator.evictions", m["job_index"])
+        if m["kind"] in (T.KIND_MGMT_READ, T.KIND_MGMT_CLEAR):
+            self._count("pipe.SaAtpIngress.aggregator.management",
+                        phv.hdr["packet_out"]["opcode"])
+
+    # what each RegisterAction's P4 action does with the value it returns
+    RESULTS = {"valid_occupy": "was_valid", "valid_peek": "was_valid",
+               "run_id_compare": "run_class", "run_id_compare_claim": "run_class",
+               "run_id_read": "rd_run", "chunk_id_compare": "situation",
+               "chunk_id_compare_claim": "situation", "chunk_id_read": "rd_chunk",
+               "generation_bump": "gen", "generation_read": "gen",
+               "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
+               "member_join": "is_member", "contributors_claim": "rd_bitmap",
+               "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
+               "max_exp_read": "rd_exp", "helper_id_read": "rd_helper"}
+
+    def _execute(self, phv: Phv, register: str, action: str) -> None:
+        m = phv.meta
+        index = m["member_index"] if register == "member" else m["index"]
+        rv = self._run(phv, f"pipe.SaAtpIngress.aggregator.{register}", register, action, index)
+        if register == "progress":
+            m["old_progress"] = rv
+        elif action in self.RESULTS:
+            m[self.RESULTS[action]] = rv
+        if action == "chunk_id_claim":
+            m["situation"] = T.SIT_NEWER
+
+    def _lanes(self, phv: Phv, lane_op: int) -> None:
+        kind = LANE_ACTIONS.get(lane_op)
+        if kind is None:
+            return
+        half = P.LANES // 2
+        for i in range(half):
+            name = f"lanes_{i:02d}"
+            rv = self._run(phv, f"pipe.SaAtpIngress.lanes.{name}", name, f"{name}_{kind}",
+                           phv.meta["index"])
+            if kind in ("add", "read_lo"):
+                phv.hdr["lanes"][i] = rv
+            elif kind == "read_hi":
+                phv.hdr["lanes"][i + half] = rv
+
+    def _run(self, phv: Phv, table: str, register: str, action: str, index: int):
+        """One RegisterAction on one cell, at most one per register per pass."""
+        assert register not in self._executed, f"{register} executed twice in one pass"
+        self._executed.add(register)
+        pipe = self.pipe_of(phv.ingress_port)
+        fields = self.switch.schema[table].actions[None]
+        cell = [self.switch.register(table, pipe, index)[f] for f in fields]
+        new, rv = self.actions[register][action](cell[0] if len(cell) == 1 else tuple(cell), phv)
+        new = (new,) if len(fields) == 1 else new
+        self.switch.set_register(table, pipe, index, dict(zip(fields, new, strict=True)))
+        self.touched.add((register, index))
+        return rv
+
+    # -- the rest of ingress ----------------------------------------------------------------------
+
+    def _hit(self, table: str, key: dict) -> bool:
+        return self.switch.lookup(f"pipe.{table}", key)[2]
+
+    def _lost(self, control: str, direction: str, port: int, job_index: int,
+              packet: Packet | None = None) -> bool:
+        _, data, _ = self.switch.lookup(f"pipe.{control}.loss", {"port": port})
+        threshold = data.get("loss_threshold", 0)
+        if threshold == 0:
+            return False
+        copy = None if packet is None else deparse_egress(_copied(packet))
+        return self.draws.lost(direction, threshold, port=port, job_index=job_index, copy=copy)
+
+    def _l2(self, phv: Phv) -> None:
+        hdr, m = phv.hdr, phv.meta
+        action, data, _ = self.switch.lookup("pipe.SaAtpIngress.l2.dmac",
+                                             {"hdr.ethernet.dst_addr": hdr["ethernet"]["dst_addr"]})
+        if action == "SaAtpIngress.l2.forward":
+            phv.tm["ucast"] = data["port"]
+            return
+        udp = hdr.get("udp")
+        if udp and P.UDP_PORT in (udp["src_port"], udp["dst_port"]):
+            m["drop_reason"] = P.DropReason.NO_FLOOD
+        else:
+            phv.tm["mcast"], phv.bridge["flood"] = P.FLOOD_GROUP, 1
+
+    def _stats(self, control: str, job_index: int, op: int, reason: int, dropped_count: bool):
+        if reason == 0 or dropped_count:
+            self._count(f"pipe.{control}.packets", job_index * P.STATS_PER_JOB + op)
+        if reason != 0:
+            self._count(f"pipe.{control}.drops", job_index * P.STATS_PER_JOB + reason)
+
+    def _count(self, counter: str, index: int) -> None:
+        self.switch.count(counter, index, self._ingress_length)
+        self.counted.add((counter, index))
+
+    # -- egress ----------------------------------------------------------------------------------
+
+    def _egress(self, port: int, rid: int, frame: bytes, bridge: dict) -> bytes | None:
+        packet = parse_egress(frame, bridge)
+        if bridge["to_loop"] or bridge["to_cpu"]:
+            return deparse_egress(packet)
+        m = {"drop_reason": 0, "dest_worker": 0}
+        rewrite = pruned = False
+        if bridge["to_job"]:
+            m["dest_worker"], rewrite = rid & 0xFF, True
+        elif bridge["to_worker"]:
+            m["dest_worker"], rewrite = bridge["dest_worker"], True
+        elif bridge["flood"] and port == bridge["ingress_port"]:
+            pruned = True
+        hdr = packet.hdr
+        if rewrite:
+            action, data, _ = self.switch.lookup(
+                "pipe.SaAtpEgress.replica_rewrite.replicas",
+                {"hdr.sa.job": hdr["sa"]["job"], "meta.dest_worker": m["dest_worker"]})
+            if action == "SaAtpEgress.replica_rewrite.to_worker":
+                hdr["ethernet"]["dst_addr"], hdr["ipv4"]["dst_addr"] = data["mac"], data["ip"]
+                hdr["udp"]["dst_port"] = data["udp_port"]
+            else:
+                m["drop_reason"] = P.DropReason.NO_REPLICA
+        if pruned:
+            return None
+        tx_op = 0
+        if packet.valid("sa") and not bridge["transit"]:
+            tx_op = hdr["sa"]["op"]
+            if not m["drop_reason"] and self._lost("SaAtpEgress.drop_sim", "egress", port,
+                                                   bridge["job_index"], packet):
+                m["drop_reason"] = P.DropReason.SIM
+        self._stats("SaAtpEgress.stats", bridge["job_index"], tx_op, m["drop_reason"], False)
+        return None if m["drop_reason"] else deparse_egress(packet)
+
+
+def _copied(packet: Packet) -> Packet:
+    return Packet({n: (list(h) if isinstance(h, list) else dict(h)) for n, h in packet.hdr.items()},
+                  packet.payload)

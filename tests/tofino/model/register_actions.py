@@ -1,0 +1,162 @@
+"""Every RegisterAction of the TNA program as a pure function of the register cell and the
+packet's fields: ``action(cell, phv) -> (new cell, returned value)``.
+
+Written from p4src/tofino/aggregator.p4 and lanes.p4, one function per RegisterAction, under its
+name in :func:`registry` (reads and claims share one shape); ``tests/tofino/test_tna_source.py``
+checks that the names and registers match the source. Cells are unsigned (a lane pair is (lo, hi)), arithmetic is modulo the register width,
+``phv`` is the Phv of model/pipeline.py. None as a returned value: the action returns nothing.
+"""
+
+from __future__ import annotations
+
+from protocol import constants as P
+
+M32 = 0xFFFF_FFFF
+RUN_SAME, RUN_NEWER, RUN_OLDER = 1, 2, 3
+SIT_NEWER, SIT_HELD, SIT_OLDER, SIT_OLD_RUN = 0, 1, 2, 3
+TAKEN_BASE, AGGREGATING_BASE = 0x20000, 0x30000
+ADD_AND_COMPLETE = 0xFFFE0001
+
+
+def signed32(value: int) -> int:
+    value &= M32
+    return value - (1 << 32) if value & 0x8000_0000 else value
+
+
+def read(cell, phv):
+    """Every ``<register>_read`` and ``valid_peek``: the cell, unchanged."""
+    return cell, cell
+
+
+def claim(field: str, returns_old: bool = False):
+    """``<register>_claim``: the cell takes the metadata field the program prepared."""
+    def run(cell, phv):
+        return getattr(phv, field), (cell if returns_old else None)
+    return run
+
+
+def serial(field: str, same: int, newer: int, older: int, update: bool):
+    """``run_id_compare[_claim]`` and ``chunk_id_compare[_claim]``: the packet's 32-bit id
+    against the cell's in serial-number arithmetic; with ``update``, a newer id is kept."""
+    def run(cell, phv):
+        value = phv.sa[field]
+        if value == cell:
+            return cell, same
+        if signed32(value - cell) < 0:
+            return cell, older
+        return (value if update else cell), newer
+    return run
+
+
+def valid_occupy(cell, phv):
+    return 1, cell
+
+
+def valid_vacate(cell, phv):
+    return 0, cell
+
+
+def generation_bump(cell, phv):
+    new = (cell + 1) & M32
+    return new, new
+
+
+def agreed_scale_compare(cell, phv):
+    return cell, int(phv.sa["scale"] == cell)
+
+
+def member_join(cell, phv):
+    return phv.gen, int(cell == phv.gen)
+
+
+def progress_add(cell, phv):
+    if cell >= phv.limit_add:
+        return (cell + ADD_AND_COMPLETE) & M32, cell
+    if cell >= AGGREGATING_BASE:
+        return cell + 1, cell
+    return cell, cell
+
+
+def progress_check(cell, phv):
+    if cell >= phv.check_limit:
+        return (cell + phv.check_delta) & M32, cell
+    return cell, cell
+
+
+def progress_helper(cell, phv):
+    if TAKEN_BASE <= cell < AGGREGATING_BASE:
+        return phv.progress_in, cell
+    return cell, cell
+
+
+def contributors_join(cell, phv):
+    return cell | phv.worker_bit, cell
+
+
+def max_exp_raise(cell, phv):
+    return max(cell, phv.sa["exp"]), None
+
+
+# -- the lanes: pair i holds lane i (lo) and lane i + K/2 (hi) ------------------------------------
+
+HALF = P.LANES // 2
+
+
+def lanes_store(i):
+    def store(cell, phv):
+        return (phv.lanes[i], phv.lanes[i + HALF]), None
+    return store
+
+
+def lanes_add(i):
+    def add(cell, phv):
+        lo, hi = (cell[0] + phv.lanes[i]) & M32, (cell[1] + phv.lanes[i + HALF]) & M32
+        return (lo, hi), lo
+    return add
+
+
+def lanes_read_lo(i):
+    def read_lo(cell, phv):
+        return cell, cell[0]
+    return read_lo
+
+
+def lanes_read_hi(i):
+    def read_hi(cell, phv):
+        return cell, cell[1]
+    return read_hi
+
+
+AGGREGATOR = {
+    "valid": {"valid_occupy": valid_occupy, "valid_vacate": valid_vacate, "valid_peek": read},
+    "run_id": {"run_id_claim": claim("run_in"),
+               "run_id_compare": serial("run", RUN_SAME, RUN_NEWER, RUN_OLDER, False),
+               "run_id_compare_claim": serial("run", RUN_SAME, RUN_NEWER, RUN_OLDER, True),
+               "run_id_read": read},
+    "chunk_id": {"chunk_id_claim": claim("chunk_in"),
+                 "chunk_id_compare": serial("chunk", SIT_HELD, SIT_NEWER, SIT_OLDER, False),
+                 "chunk_id_compare_claim": serial("chunk", SIT_HELD, SIT_NEWER, SIT_OLDER, True),
+                 "chunk_id_read": read},
+    "generation": {"generation_bump": generation_bump, "generation_read": read},
+    "agreed_scale": {"agreed_scale_claim": claim("scale_in"),
+                     "agreed_scale_compare": agreed_scale_compare, "agreed_scale_read": read},
+    "member": {"member_join": member_join},
+    "progress": {"progress_claim": claim("progress_in", returns_old=True),
+                 "progress_add": progress_add, "progress_check": progress_check,
+                 "progress_helper": progress_helper},
+    "contributors": {"contributors_claim": claim("bitmap_in", returns_old=True),
+                     "contributors_join": contributors_join, "contributors_read": read},
+    "max_exp": {"max_exp_claim": claim("exp_in"), "max_exp_raise": max_exp_raise,
+                "max_exp_read": read},
+    "helper_id": {"helper_id_write": claim("helper_in"), "helper_id_read": read},
+}
+
+
+def registry() -> dict[str, dict[str, object]]:
+    """register -> {RegisterAction name: function}, for every register of the program."""
+    found = {reg: dict(actions) for reg, actions in AGGREGATOR.items()}
+    for i in range(HALF):
+        found[f"lanes_{i:02d}"] = {f"lanes_{i:02d}_{kind}": make(i) for kind, make in (
+            ("store", lanes_store), ("add", lanes_add), ("read_lo", lanes_read_lo),
+            ("read_hi", lanes_read_hi))}
+    return found

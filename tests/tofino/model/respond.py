@@ -1,0 +1,123 @@
+"""control Respond (p4src/tofino/respond.p4): how each pass answers, on the model's Phv."""
+
+from __future__ import annotations
+
+from protocol import constants as P
+from tests.tofino.model import tables as T
+
+STATES = {T.PHASE_EMPTY: P.SlotState.EMPTY, T.PHASE_COMPLETE: P.SlotState.COMPLETE,
+          T.PHASE_TAKEN: P.SlotState.TAKEN, T.PHASE_AGGREGATING: P.SlotState.AGGREGATING}
+
+
+def respond(phv) -> None:
+    if phv.passno == T.PASS_STATE:
+        _pass_one(phv)
+    elif phv.passno == T.PASS_LANES and phv.meta["response"] != T.RESPOND_NONE:
+        _pass_two(phv)
+    elif phv.passno == T.PASS_HIGH:
+        route = phv.hdr.pop("pass")
+        if route["response"] in (T.RESPOND_COPY, T.RESPOND_REPORT):
+            phv.tm["ucast"] = route["port"]
+            phv.bridge["to_cpu"] = int(route["response"] == T.RESPOND_REPORT)
+        else:
+            _to_job(phv, route["job_group"])
+
+
+def _pass_one(phv) -> None:
+    m, sa = phv.meta, phv.hdr.get("sa")
+    if m["response"] == T.RESPOND_BOUNCE:
+        _bounce(phv)
+        if m["bounce_reason"] == P.Bounce.TAKEN:
+            sa["worker"] = m["rd_helper"]
+        _reply_to_sender(phv)
+        phv.tm["ucast"] = phv.ingress_port
+    elif m["response"] == T.RESPOND_PENDING:
+        _bounce(phv)
+        sa["reason"] = P.Bounce.PENDING
+        _from_switch(phv)
+        _to_job(phv, m["job_group"])
+    elif m["lane_op"] != T.LANES_KEEP:
+        phv.tm["resubmit"] = {k: m[k] for k in ("lane_op", "response", "job_index",
+                                                 "job_group", "index")}
+    elif m["response"] == T.RESPOND_HELPER_RESULT:
+        sa["op"] = P.Op.RESULT
+        sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
+        _from_switch(phv)
+        _to_job(phv, m["job_group"])
+
+
+def _pass_two(phv) -> None:
+    m, sa = phv.meta, phv.hdr["sa"]
+    response = m["response"]
+    if response == T.RESPOND_ABSORB:
+        phv.tm["drop"] = True
+        return
+    if response in (T.RESPOND_RESULT, T.RESPOND_COPY, T.RESPOND_PARTIAL):
+        _describe(phv, P.Op.PARTIAL if response == T.RESPOND_PARTIAL else P.Op.RESULT)
+        if response == T.RESPOND_COPY:
+            sa["flags"] |= P.Flag.COPY
+            _reply_to_sender(phv)
+        else:
+            _from_switch(phv)
+    elif response == T.RESPOND_HELPER_RESULT:
+        sa["op"] = P.Op.RESULT
+        sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
+        _from_switch(phv)
+    elif m["kind"] == T.KIND_MGMT_CLEAR:
+        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp", "rd_chunk", "rd_run",
+                     "rd_helper"):
+            m[name] = 0
+        _report(phv, P.SlotState.EMPTY)
+    else:
+        _report(phv, STATES[(m["old_progress"] >> 16) & 3])
+    if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
+        phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
+                           "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
+                           "_pad2": 0, "index": m["index"]}
+        phv.tm["ucast"] = m["loop_port"]
+        phv.bridge["to_loop"] = 1
+    elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):
+        phv.tm["ucast"] = phv.ingress_port
+        phv.bridge["to_cpu"] = int(response == T.RESPOND_REPORT)
+    else:
+        _to_job(phv, m["job_group"])
+
+
+def _bounce(phv) -> None:
+    m, sa = phv.meta, phv.hdr["sa"]
+    sa.update(op=P.Op.BOUNCE, reason=m["bounce_reason"], bitmap=m["rd_bitmap"],
+              count=m["old_progress"] & 0xFF)
+
+
+def _describe(phv, op: int) -> None:
+    m, sa = phv.meta, phv.hdr["sa"]
+    sa.update(op=op, reason=0, flags=sa["flags"] & P.Flag.SET, bitmap=m["rd_bitmap"],
+              count=m["old_progress"] & 0xFF, scale=m["rd_scale"], exp=m["rd_exp"])
+
+
+def _report(phv, state: int) -> None:
+    m, sa = phv.meta, phv.hdr["sa"]
+    _describe(phv, P.Op.RESULT)
+    sa.update(chunk=m["rd_chunk"], run=m["rd_run"], reason=state, worker=m["rd_helper"])
+    phv.hdr["packet_in"] = {"ingress_port": phv.ingress_port, "_pad": 0,
+                            "opcode": phv.hdr["packet_out"]["opcode"], "aggregator": m["index"]}
+    del phv.hdr["packet_out"]
+
+
+def _reply_to_sender(phv) -> None:
+    eth, ip, udp = phv.hdr["ethernet"], phv.hdr["ipv4"], phv.hdr["udp"]
+    eth["dst_addr"], eth["src_addr"] = eth["src_addr"], eth["dst_addr"]
+    ip["dst_addr"], ip["src_addr"] = ip["src_addr"], ip["dst_addr"]
+    udp["dst_port"], udp["src_port"] = udp["src_port"], udp["dst_port"]
+    udp["checksum"] = 0
+
+
+def _from_switch(phv) -> None:
+    eth, ip, udp = phv.hdr["ethernet"], phv.hdr["ipv4"], phv.hdr["udp"]
+    eth["src_addr"], ip["src_addr"] = eth["dst_addr"], ip["dst_addr"]
+    udp["src_port"], udp["checksum"] = P.UDP_PORT, 0
+
+
+def _to_job(phv, group: int) -> None:
+    phv.tm["mcast"] = group
+    phv.bridge["to_job"] = 1

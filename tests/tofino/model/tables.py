@@ -1,0 +1,203 @@
+"""The decisions the TNA program's const-entry tables make (aggregator.p4), as functions of
+their keys: which RegisterAction each register's selector runs, what progress_check is set up
+to do, and the answer of pass 1 (``decide``).
+
+Written from docs/protocol.md §4 (the order of the v1model program's state machine), not
+copied from the const entries; ``tests/tofino/test_tna_source.py`` evaluates the const entries
+as a TCAM on every key combination and requires the same action from these functions.
+"""
+
+from __future__ import annotations
+
+from protocol import constants as P
+
+PASS_STATE, PASS_LANES, PASS_HIGH = 0, 1, 2
+(KIND_NONE, KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT,
+ KIND_MGMT_READ, KIND_MGMT_CLEAR) = range(8)
+RUN_NONE, RUN_SAME, RUN_NEWER, RUN_OLDER = range(4)
+SIT_NEWER, SIT_HELD, SIT_OLDER, SIT_OLD_RUN = range(4)
+PHASE_EMPTY, PHASE_COMPLETE, PHASE_TAKEN, PHASE_AGGREGATING = range(4)
+LANES_KEEP, LANES_STORE, LANES_ADD, LANES_LOAD, LANES_HIGH, LANES_CLEAR = range(6)
+(RESPOND_NONE, RESPOND_ABSORB, RESPOND_BOUNCE, RESPOND_COPY, RESPOND_RESULT, RESPOND_PARTIAL,
+ RESPOND_HELPER_RESULT, RESPOND_REPORT, RESPOND_PENDING) = range(9)
+PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT)
+
+
+def _pass_two(m: dict, clear: str, read: str | None) -> str:
+    """Pass 2 clears the aggregator for the controller, or reads it to describe it."""
+    if m["pass"] != PASS_LANES:
+        return "NoAction"
+    if m["kind"] == KIND_MGMT_CLEAR:
+        return clear
+    return read or "NoAction"
+
+
+def valid_sel(m: dict) -> str:
+    if m["pass"] == PASS_STATE and m["kind"] in PASS_ONE_KINDS:
+        return "do_valid_occupy" if m["kind"] == KIND_DATA else "do_valid_peek"
+    return _pass_two(m, "do_valid_vacate", None)
+
+
+def run_id_sel(m: dict) -> str:
+    if m["pass"] != PASS_STATE:
+        return _pass_two(m, "do_run_id_claim", "do_run_id_read")
+    if m["kind"] == KIND_NONE:
+        return "NoAction"
+    if m["was_valid"] == 0:   # an empty aggregator: nothing to compare
+        return "do_run_id_claim" if m["kind"] == KIND_DATA else "NoAction"
+    return "do_run_id_compare_claim" if m["kind"] == KIND_DATA else "do_run_id_compare"
+
+
+def chunk_id_sel(m: dict) -> str:
+    if m["pass"] != PASS_STATE:
+        return _pass_two(m, "do_chunk_id_claim", "do_chunk_id_read")
+    if m["kind"] == KIND_NONE:
+        return "NoAction"
+    if m["was_valid"] == 1 and m["run_class"] == RUN_OLDER:
+        return "situation_old_run"
+    if m["was_valid"] == 1 and m["run_class"] == RUN_SAME:
+        return "do_chunk_id_compare_claim" if m["kind"] == KIND_DATA else "do_chunk_id_compare"
+    # empty, or holding an older run: as good as empty
+    return "do_chunk_id_claim" if m["kind"] == KIND_DATA else "situation_newer"
+
+
+def _data(m: dict, situation: int) -> bool:
+    return m["pass"] == PASS_STATE and m["kind"] == KIND_DATA and m["situation"] == situation
+
+
+def generation_sel(m: dict) -> str:
+    if _data(m, SIT_NEWER):
+        return "do_generation_bump"
+    if _data(m, SIT_HELD):
+        return "do_generation_read"
+    return _pass_two(m, "do_generation_bump", None)
+
+
+def agreed_scale_sel(m: dict) -> str:
+    if _data(m, SIT_NEWER):
+        return "do_agreed_scale_claim"
+    if _data(m, SIT_HELD):
+        return "do_agreed_scale_compare"
+    return _pass_two(m, "do_agreed_scale_claim", "do_agreed_scale_read")
+
+
+def member_sel(m: dict) -> str:
+    if _data(m, SIT_NEWER) or (_data(m, SIT_HELD) and m["scale_ok"] == 1):
+        return "do_member_join"
+    return "NoAction"
+
+
+def progress_check_sel(m: dict) -> str:
+    if _data(m, SIT_HELD) and m["scale_ok"] == 1:
+        return "check_duplicate"
+    if (m["pass"] == PASS_STATE and m["kind"] == KIND_TAKEOVER
+            and m["situation"] == SIT_HELD):
+        return "check_takeover"
+    return "check_nothing"
+
+
+def progress_sel(m: dict) -> str:
+    if m["pass"] != PASS_STATE:
+        return _pass_two(m, "do_progress_claim", "do_progress_check")
+    if m["kind"] == KIND_NONE:
+        return "NoAction"
+    if _data(m, SIT_NEWER):
+        return "do_progress_claim"
+    if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["is_member"] == 0:
+        return "do_progress_add"
+    if m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD:
+        return "do_progress_helper"
+    return "do_progress_check"
+
+
+def contributors_sel(m: dict) -> str:
+    if m["pass"] != PASS_STATE:
+        return _pass_two(m, "do_contributors_claim", "do_contributors_read")
+    if m["kind"] == KIND_NONE:
+        return "NoAction"
+    if _data(m, SIT_NEWER):
+        return "do_contributors_claim"
+    if (m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD
+            and m["phase"] == PHASE_TAKEN):
+        return "do_contributors_claim"
+    if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING:
+        return "do_contributors_join"
+    return "do_contributors_read"
+
+
+def max_exp_sel(m: dict) -> str:
+    if _data(m, SIT_NEWER):
+        return "do_max_exp_claim"
+    if (m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT
+            and m["situation"] == SIT_HELD and m["phase"] == PHASE_TAKEN):
+        return "do_max_exp_claim"
+    if (_data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING
+            and m["is_member"] == 0):
+        return "do_max_exp_raise"
+    return _pass_two(m, "do_max_exp_claim", "do_max_exp_read")
+
+
+def helper_id_sel(m: dict) -> str:
+    held = m["pass"] == PASS_STATE and m["situation"] == SIT_HELD
+    if held and m["kind"] == KIND_TAKEOVER and m["phase"] in (PHASE_AGGREGATING, PHASE_TAKEN):
+        return "do_helper_id_write"
+    if held and m["kind"] in (KIND_DATA, KIND_PROBE) and m["phase"] == PHASE_TAKEN:
+        return "do_helper_id_read"
+    return _pass_two(m, "do_helper_id_write", "do_helper_id_read")
+
+
+def decide(m: dict) -> tuple[str, tuple[int, ...]]:
+    """Pass 1's answer, in the order of docs/protocol.md §4.2-§4.4."""
+    kind, sit, phase = m["kind"], m["situation"], m["phase"]
+    if sit == SIT_OLD_RUN:
+        return "bounce", (P.Bounce.OLD_RUN,)
+    if kind == KIND_PROBE:
+        if sit == SIT_HELD and phase == PHASE_COMPLETE:
+            return "respond", (RESPOND_COPY, LANES_LOAD)
+        if sit == SIT_HELD and phase == PHASE_TAKEN:
+            return "bounce", (P.Bounce.TAKEN,)
+        if sit == SIT_HELD:
+            return "respond", (RESPOND_PENDING, LANES_KEEP)
+        return "bounce", (P.Bounce.NOT_HELD if sit == SIT_NEWER else P.Bounce.STALE,)
+    if kind == KIND_UNEXPECTED:
+        return "not_expected", ()
+    if kind == KIND_DATA:
+        return _decide_data(m)
+    if kind == KIND_TAKEOVER:
+        if sit != SIT_HELD:
+            return "bounce", (P.Bounce.NOT_HELD,)
+        if phase == PHASE_COMPLETE:
+            return "respond", (RESPOND_COPY, LANES_LOAD)
+        return "respond", (RESPOND_PARTIAL, LANES_LOAD)
+    if kind == KIND_HELPER_RESULT:
+        stored = sit == SIT_HELD and phase == PHASE_TAKEN
+        return "respond", (RESPOND_HELPER_RESULT, LANES_STORE if stored else LANES_KEEP)
+    return "NoAction", ()
+
+
+def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
+    sit, phase = m["situation"], m["phase"]
+    if sit == SIT_NEWER:
+        return "respond", (RESPOND_RESULT if m["start_done"] else RESPOND_ABSORB, LANES_STORE)
+    if sit == SIT_OLDER:
+        return "bounce", (P.Bounce.STALE,)
+    if phase == PHASE_TAKEN:
+        return "bounce", (P.Bounce.TAKEN,)
+    if m["scale_ok"] == 0:
+        return "bounce", (P.Bounce.SCALE_MISMATCH,)
+    if phase == PHASE_COMPLETE:
+        return "respond", (RESPOND_COPY, LANES_LOAD)
+    if m["is_member"]:   # a duplicate: complete now if the fan-in was lowered, else PENDING
+        if m["dup_done"]:
+            return "respond", (RESPOND_RESULT, LANES_LOAD)
+        return "respond", (RESPOND_PENDING, LANES_KEEP)
+    return "respond", (RESPOND_RESULT if m["add_done"] else RESPOND_ABSORB, LANES_ADD)
+
+
+SELECTORS = {
+    "valid_sel": valid_sel, "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
+    "generation_sel": generation_sel, "agreed_scale_sel": agreed_scale_sel,
+    "member_sel": member_sel, "progress_check_sel": progress_check_sel,
+    "progress_sel": progress_sel, "contributors_sel": contributors_sel,
+    "max_exp_sel": max_exp_sel, "helper_id_sel": helper_id_sel,
+}

@@ -1,0 +1,141 @@
+"""What the TNA program's text shows, checked without a Tofino compiler (docs/tofino.md):
+Tofino's rules for stateful ALUs, the lanes, and that the reference model is the program's."""
+
+import itertools
+import re
+
+import pytest
+
+from protocol import constants as P
+from tests.tofino import p4_text
+from tests.tofino.model import register_actions, tables
+from tests.tofino.model.pipeline import LANE_ACTIONS
+
+CONTROLS = p4_text.controls()
+STATEFUL = {name: c for name, c in CONTROLS.items() if c.registers}
+REGISTERS = [(c, r) for c in STATEFUL.values() for r in c.registers]
+PROGRAM = p4_text.program_text()
+
+
+def actions_of(control, register: str) -> list[str]:
+    return [n for n, (reg, _, _) in control.register_actions.items() if reg == register]
+
+
+def executing(control, register_action: str) -> list[str]:
+    """The P4 actions that execute a RegisterAction."""
+    return [a for a, (_, body) in control.actions.items()
+            if re.search(rf"\b{register_action}\.execute\(", body)]
+
+
+@pytest.mark.parametrize("control, register", REGISTERS, ids=[r for _, r in REGISTERS])
+def test_at_most_four_register_actions_per_register(control, register):
+    assert 1 <= len(actions_of(control, register)) <= 4
+
+
+@pytest.mark.parametrize("control, register", REGISTERS, ids=[r for _, r in REGISTERS])
+def test_each_register_executes_once_per_pass(control, register):
+    """Its RegisterActions run only from actions of one table, applied once in the program,
+    and no action runs two of them: a pass runs at most one per register."""
+    runners = [a for ra in actions_of(control, register) for a in executing(control, ra)]
+    assert len(runners) == len(set(runners)), f"an action runs two RegisterActions of {register}"
+    assert all(len(executing(control, ra)) == 1 for ra in actions_of(control, register))
+    selectors = [t for t in control.tables.values() if set(runners) & set(t.actions)]
+    assert len(selectors) == 1, f"{register} is run from {[t.name for t in selectors]}"
+    assert set(runners) <= set(selectors[0].actions)
+    assert len(re.findall(rf"\b{selectors[0].name}\.apply\(\)", PROGRAM)) == 1
+    assert not re.search(r"\.execute\(", control.body.split("apply {")[-1]), \
+        "a RegisterAction executed outside an action"
+
+
+def test_each_stateful_control_is_instantiated_once():
+    paths = p4_text.instance_paths()
+    for name in STATEFUL:
+        assert list(paths.values()).count(name) == 1, name
+
+
+@pytest.mark.parametrize("control, register", REGISTERS, ids=[r for _, r in REGISTERS])
+def test_register_cells_are_one_word_or_a_pair(control, register):
+    """A stateful ALU reads and writes one 32-bit word or a pair of them per execution."""
+    cell, _ = control.registers[register]
+    assert cell in ("bit<8>", "bit<16>", "bit<32>", "lane_pair_t")
+
+
+@pytest.mark.parametrize("name, spec", [(n, s) for c in STATEFUL.values()
+                                         for n, s in c.register_actions.items()],
+                         ids=[n for c in STATEFUL.values() for n in c.register_actions])
+def test_register_actions_compare_at_most_twice(name, spec):
+    """Tofino 1's stateful ALU has two comparators."""
+    body = re.sub(r"\w+<\d+>", "T", spec[2])   # casts and types hold no comparison
+    conditions = re.findall(r"\bif\s*\((.*?)\)\s*\{", body)
+    assert sum(len(re.findall(r"==|!=|>=|<=|<|>", c)) for c in conditions) <= 2, conditions
+
+
+def test_lanes_are_pairs_of_two_words_covering_every_lane_once():
+    lanes = CONTROLS["Lanes"]
+    assert len(lanes.registers) == P.LANES // 2
+    used = []
+    for register in lanes.registers:
+        store = lanes.register_actions[f"{register}_store"][2]
+        used += re.findall(r"hdr\.lanes\.v(\d\d)", store)
+    assert sorted(int(v) for v in used) == list(range(P.LANES))
+    header = PROGRAM[PROGRAM.index("header lanes_h"):]
+    assert len(re.findall(r"bit<32> v\d\d;", header[:header.index("}")])) == P.LANES
+
+
+def test_the_model_has_every_register_action_of_the_source():
+    model = register_actions.registry()
+    source = {r: sorted(actions_of(c, r)) for c, r in REGISTERS}
+    assert {r: sorted(a) for r, a in model.items()} == source
+
+
+def test_the_models_codes_are_the_programs():
+    consts = p4_text.constants()
+    for name in dir(tables):
+        if name.split("_")[0] in ("PASS", "KIND", "RUN", "SIT", "PHASE", "LANES", "RESPOND") \
+                and isinstance(getattr(tables, name), int):
+            assert consts[name] == getattr(tables, name), name
+    assert all(LANE_ACTIONS[consts[f"LANES_{k}"]] == a for k, a in
+               (("STORE", "store"), ("ADD", "add"), ("LOAD", "read_lo"), ("HIGH", "read_hi")))
+
+
+DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range(2),
+           "meta.run_class": range(4), "meta.situation": range(4), "meta.scale_ok": range(2),
+           "meta.is_member": range(2), "meta.old_progress[17:16]": range(4),
+           "meta.add_margin[31:31]": range(2), "meta.dup_margin[31:31]": range(2),
+           "meta.start_done": range(2)}
+
+
+def tcam(table, values: dict, consts: dict):
+    """The action call of the first const entry matching ``values`` (or the default)."""
+    for key, call in table.const_entries:
+        if all(v == "_" or _value(v, consts) == values[k]
+               for v, (k, _) in zip(key, table.keys, strict=True)):
+            return call
+    return table.default
+
+
+def _value(text: str, consts: dict) -> int:
+    return consts[text] if text in consts else int(text, 0)
+
+
+def _call(call: str, consts: dict):
+    name, _, args = call.partition("(")
+    return name, tuple(_value(a.strip(), consts) for a in args.rstrip(")").split(",") if a.strip())
+
+
+@pytest.mark.parametrize("table", [*tables.SELECTORS, "decide"])
+def test_the_models_tables_are_the_const_entries(table):
+    """Every key combination, evaluated as the switch's TCAM evaluates the const entries,
+    picks what the model's function picks."""
+    control = CONTROLS["Decide" if table == "decide" else "Aggregator"]
+    consts, t = p4_text.constants(), control.tables[table]
+    names = [k for k, _ in t.keys]
+    for combo in itertools.product(*(DOMAINS[k] for k in names)):
+        values = dict(zip(names, combo, strict=True))
+        m = {k.removeprefix("meta."): v for k, v in values.items()}
+        m["phase"] = values.get("meta.old_progress[17:16]", 0)
+        for margin in ("add", "dup"):  # a margin's sign bit is 0 when the chunk completes
+            m[f"{margin}_done"] = 1 - values.get(f"meta.{margin}_margin[31:31]", 1)
+        got = _call(tcam(t, values, consts), consts)
+        want = tables.decide(m) if table == "decide" else (tables.SELECTORS[table](m), ())
+        assert got == want, f"{table} at {m}"
