@@ -44,24 +44,9 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * fields, and stop on an internal error: keep it a field of its own. */
 @pa_no_overlay("ingress", "hdr.bridge.ingress_port")
 /* An action may write a container from at most two PHV sources (the container itself counts
- * when some of its fields keep their value), or one and a constant: the headers this control
- * builds (bridge, pass, resubmit, the SA-ATP header's answer fields) get one container per field
- * or per field and its padding, so that each of their writes has one source. */
-@pa_container_size("ingress", "hdr.bridge.job_index", 8)
-@pa_container_size("ingress", "hdr.bridge.dest_worker", 8)
-@pa_container_size("ingress", "hdr.bridge.ingress_port", 16)
-@pa_container_size("ingress", "hdr.pass.response", 8)
-@pa_container_size("ingress", "hdr.pass.job_index", 8)
-@pa_container_size("ingress", "hdr.pass.job_group", 16)
-@pa_container_size("ingress", "hdr.pass.port", 16)
-@pa_container_size("ingress", "hdr.pass.slot", 16)
-@pa_container_size("ingress", "hdr.pass.set", 8)
-@pa_container_size("ingress", "meta.resub.slot", 16)
-@pa_container_size("ingress", "meta.resub.set", 8)
+ * when some of its fields keep their value), or one and a constant: the bitmap an answer
+ * carries gets a container of its own (docs/tofino.md, Compiling: where it stands). */
 @pa_container_size("ingress", "hdr.sa.bitmap", 32)
-@pa_container_size("ingress", "hdr.sa.count", 8)
-@pa_container_size("ingress", "hdr.sa.fanin", 8)
-@pa_container_size("ingress", "meta.mgmt_aggregator", 32)
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
