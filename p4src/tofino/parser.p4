@@ -42,6 +42,7 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
 
     state parse_packet_out {
         pkt.extract(hdr.packet_out);
+        meta.mgmt_aggregator = hdr.packet_out.aggregator;   /* whole, for the report */
         transition parse_ethernet;
     }
 

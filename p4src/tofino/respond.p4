@@ -57,10 +57,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.sa.reason = state;
         hdr.sa.worker = meta.rd_helper;
         hdr.packet_in.setValid();
-        hdr.packet_in.ingress_port = ig_intr_md.ingress_port;
-        hdr.packet_in._pad = 0;
+        hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
-        hdr.packet_in.aggregator = (bit<32>)meta.index;
+        hdr.packet_in.aggregator = meta.mgmt_aggregator;   /* the request's, as in v1model */
         hdr.packet_out.setInvalid();
     }
 
@@ -90,7 +89,8 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.resub.response = meta.response;
                 meta.resub.job_index = meta.job_index;
                 meta.resub.job_group = meta.job_group;
-                meta.resub.index = meta.index;
+                meta.resub.slot = meta.abs_slot;
+                meta.resub.set = meta.set_bit;
                 ig_dprsr_md.resubmit_type = 1;
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
@@ -143,7 +143,8 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.job_index = meta.job_index;
                 hdr.pass.job_group = meta.job_group;
                 hdr.pass.port = reply_port;
-                hdr.pass.index = meta.index;
+                hdr.pass.slot = meta.abs_slot;
+                hdr.pass.set = meta.set_bit;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
                 hdr.bridge.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {

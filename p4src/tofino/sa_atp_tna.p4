@@ -43,6 +43,10 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
 /* bf-p4c 1.2.5.16 would alias the bridged ingress port to the intrinsic one, both header
  * fields, and stop on an internal error: keep it a field of its own. */
 @pa_no_overlay("ingress", "hdr.bridge.ingress_port")
+/* An action may write a container from at most two PHV sources (the container itself counts
+ * when some of its fields keep their value), or one and a constant: the bitmap an answer
+ * carries gets a container of its own (docs/tofino.md, Compiling: where it stands). */
+@pa_container_size("ingress", "hdr.sa.bitmap", 32)
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -62,6 +66,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
         meta.kind = kind;
+        meta.set_bit = hdr.sa.flags[0:0];
         meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
         meta.member_index = meta.abs_slot ++ hdr.sa.flags[0:0] ++ hdr.sa.worker[4:0];
         meta.run_in = hdr.sa.run;
@@ -161,6 +166,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
                 meta.index = hdr.packet_out.aggregator[12:0];
+                meta.abs_slot = hdr.packet_out.aggregator[12:1];
+                meta.set_bit = hdr.packet_out.aggregator[0:0];
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                     meta.kind = KIND_MGMT_CLEAR;
@@ -173,13 +180,13 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_dprsr_md.drop_ctl = 1;
             }
         } else if (meta.pass == PASS_LANES) {
-            meta.index = meta.resub.index;
+            meta.index = meta.resub.slot ++ meta.resub.set;
             meta.lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
             meta.job_group = meta.resub.job_group;
         } else {
-            meta.index = hdr.pass.index;
+            meta.index = hdr.pass.slot ++ hdr.pass.set;
             meta.lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }

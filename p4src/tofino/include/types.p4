@@ -76,9 +76,11 @@ header resubmit_h {
     bit<1>      _pad0;
     bit<8>      job_index;
     bit<16>     job_group;
-    bit<3>      _pad1;
-    agg_index_t index;
-    bit<16>     _pad2;
+    bit<4>      _pad1;
+    bit<12>     slot;        /* the aggregator index is slot ++ set: two fields, two containers, */
+    bit<7>      _pad2;       /* so that each write has one source */
+    bit<1>      set;
+    bit<8>      _pad3;
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -89,8 +91,10 @@ header pass_h {
     bit<16>     job_group;
     bit<7>      _pad1;
     PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
-    bit<3>      _pad2;
-    agg_index_t index;
+    bit<4>      _pad2;
+    bit<12>     slot;        /* the aggregator index is slot ++ set, as in resubmit_h */
+    bit<7>      _pad3;
+    bit<1>      set;
 }
 
 /* Ingress -> egress. Flexible: the compiler lays the fields out, so that an action writing some
@@ -184,6 +188,8 @@ struct ingress_metadata_t {
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
+    bit<1>      set_bit;     /* index = abs_slot ++ set_bit */
+    bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
     agg_index_t index;
     member_index_t member_index;
     bit<32>     run_in;

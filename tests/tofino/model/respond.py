@@ -73,7 +73,8 @@ def _pass_two(phv) -> None:
     if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
         phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
                            "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
-                           "_pad2": 0, "index": m["index"]}
+                           "_pad2": 0, "slot": m["index"] >> 1, "_pad3": 0,
+                           "set": m["index"] & 1}
         phv.tm["ucast"] = m["loop_port"]
         phv.bridge["to_loop"] = 1
     elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):
@@ -100,7 +101,8 @@ def _report(phv, state: int) -> None:
     _describe(phv, P.Op.RESULT)
     sa.update(chunk=m["rd_chunk"], run=m["rd_run"], reason=state, worker=m["rd_helper"])
     phv.hdr["packet_in"] = {"ingress_port": phv.ingress_port, "_pad": 0,
-                            "opcode": phv.hdr["packet_out"]["opcode"], "aggregator": m["index"]}
+                            "opcode": phv.hdr["packet_out"]["opcode"],
+                            "aggregator": phv.hdr["packet_out"]["aggregator"]}
     del phv.hdr["packet_out"]
 
 
