@@ -181,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
 
     uncompiled = [p for p in progs if p.tofino and not p.stamp_path.exists()]
     for prog in uncompiled:
-        print(f"{prog.name}: not compiled yet (the open Tofino compiler does not fit it yet, docs/tofino.md); "
-              f"`make tofino` compiles it and writes {rel(prog.stamp_path)}", file=sys.stderr)
+        print(f"{prog.name}: not compiled yet (the open Tofino compiler does not fit it yet, "
+              f"docs/tofino.md); `make tofino` compiles it and writes {rel(prog.stamp_path)}",
+              file=sys.stderr)
     checked = [p for p in progs if p not in uncompiled]
     problems = [p for prog in checked for p in check_program(prog)]
     if problems:
