@@ -65,7 +65,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
 
     action to_job(bit<16> group) {
         ig_tm_md.mcast_grp_a = group;
-        hdr.bridge.to_job = 1;
+        meta.to_job = 1;
     }
 
     apply {
@@ -146,12 +146,12 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.slot = meta.abs_slot;
                 hdr.pass.set = meta.set_bit;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
-                hdr.bridge.to_loop = 1;
+                meta.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {
                 ig_tm_md.ucast_egress_port = reply_port;
             } else if (meta.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = reply_port;
-                hdr.bridge.to_cpu = 1;
+                meta.to_cpu = 1;
             } else {
                 to_job(meta.job_group);
             }
@@ -160,7 +160,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
             } else if (hdr.pass.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
-                hdr.bridge.to_cpu = 1;
+                meta.to_cpu = 1;
             } else {
                 to_job(hdr.pass.job_group);
             }

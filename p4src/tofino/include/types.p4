@@ -97,19 +97,19 @@ header pass_h {
     bit<1>      set;
 }
 
-/* Ingress -> egress. Flexible: the compiler lays the fields out, so that an action writing some
- * of them need not rewrite a container shared with the others. */
+/* Ingress -> egress, filled in one action at the end of ingress from the metadata of the same
+ * names (the TNA idiom for bridged metadata). Flexible: the compiler lays the fields out, so
+ * that each can come from its metadata field. */
 @flexible
 header bridge_h {
     bit<1>   to_job;         /* a multicast copy for a worker of the job (rid = worker) */
     bit<1>   flood;          /* a copy of a flooded frame */
-    bit<1>   to_worker;      /* a HELPER_DATA for dest_worker */
+    bit<1>   to_worker;      /* a HELPER_DATA for its helper (the SA-ATP header's reason) */
     bit<1>   transit;
     bit<1>   to_cpu;
     bit<1>   to_loop;        /* on its way to pass 3 */
     bit<1>   sa;             /* ingress parsed an SA-ATP header in this frame */
     bit<8>   job_index;
-    bit<8>   dest_worker;
     PortId_t ingress_port;
 }
 
@@ -169,6 +169,13 @@ struct headers_t {
 }
 
 struct ingress_metadata_t {
+    /* bridged to egress at the end of ingress (bridge_h) */
+    bit<1>      to_job;
+    bit<1>      flood;
+    bit<1>      to_worker;
+    bit<1>      to_cpu;
+    bit<1>      to_loop;
+    bit<1>      sa_valid;
     resubmit_h  resub;
     bit<2>      pass;
     bool        bad_version;
