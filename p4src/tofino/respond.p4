@@ -36,9 +36,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     action describe(bit<4> op) {
         hdr.sa.op = op;
         hdr.sa.reason = 0;
-        hdr.sa.flags = hdr.sa.flags & FLAG_SET;
+        hdr.sa.flags[7:1] = 0;   /* SET kept: a slice write, next to op's */
         hdr.sa.bitmap = meta.rd_bitmap;
-        hdr.sa.count = meta.old_progress[7:0];
+        hdr.sa.count = meta.rd_count;
         hdr.sa.scale = meta.rd_scale;
         hdr.sa.exp = meta.rd_exp;
     }
@@ -47,7 +47,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.sa.op = OP_BOUNCE;
         hdr.sa.reason = meta.bounce_reason;
         hdr.sa.bitmap = meta.rd_bitmap;
-        hdr.sa.count = meta.old_progress[7:0];
+        hdr.sa.count = meta.rd_count;
     }
 
     action report(bit<8> state) {

@@ -68,7 +68,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.kind = kind;
         meta.set_bit = hdr.sa.flags[0:0];
         meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
-        meta.member_index = meta.abs_slot ++ hdr.sa.flags[0:0] ++ hdr.sa.worker[4:0];
         meta.run_in = hdr.sa.run;
         meta.chunk_in = hdr.sa.chunk;
         meta.scale_in = hdr.sa.scale;
@@ -139,6 +138,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.bitmap_in = hdr.sa.bitmap;
                     meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
                 }
+                /* a stage after prepare, from its copies: the SA-ATP header's worker stays whole */
+                meta.member_index = meta.index ++ meta.helper_in[4:0];
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
                 meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
                 if (meta.fan_in <= 1) {

@@ -71,16 +71,16 @@ typedef bit<32> ipv4_addr_t;
 
 /* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). */
 header resubmit_h {
+    bit<5>      _pad4;       /* each field its own byte(s): one source per container */
     bit<3>      lane_op;
+    bit<4>      _pad0;
     bit<4>      response;
-    bit<1>      _pad0;
     bit<8>      job_index;
     bit<16>     job_group;
     bit<4>      _pad1;
     bit<12>     slot;        /* the aggregator index is slot ++ set: two fields, two containers, */
     bit<7>      _pad2;       /* so that each write has one source */
     bit<1>      set;
-    bit<8>      _pad3;
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -218,6 +218,7 @@ struct ingress_metadata_t {
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;
+    bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
     bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
     bit<32>     rd_run;
