@@ -73,6 +73,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.scale_in = hdr.sa.scale;
         meta.exp_in = hdr.sa.exp;
         meta.helper_in = hdr.sa.worker;
+        meta.member_base = meta.abs_slot ++ hdr.sa.flags[0:0] ++ 5w0;
     }
 
     apply {
@@ -138,8 +139,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.bitmap_in = hdr.sa.bitmap;
                     meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
                 }
-                /* a stage after prepare, from its copies: the SA-ATP header's worker stays whole */
-                meta.member_index = meta.index ++ meta.helper_in[4:0];
+                /* index * 32 + worker (< 32), added rather than concatenated, a stage after
+                 * prepare: no slice of the worker's id, so it stays whole wherever it is copied */
+                meta.member_index = meta.member_base + (member_index_t)meta.helper_in;
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
                 meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
                 if (meta.fan_in <= 1) {

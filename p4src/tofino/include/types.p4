@@ -198,6 +198,7 @@ struct ingress_metadata_t {
     bit<1>      set_bit;     /* index = abs_slot ++ set_bit */
     bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
     agg_index_t index;
+    member_index_t member_base;   /* index * 32 */
     member_index_t member_index;
     bit<32>     run_in;
     bit<32>     chunk_in;
