@@ -194,8 +194,10 @@ def test_a_slow_helper_is_replaced_by_the_next_one(tmp_path):
     """Worker 1 would act on its helper duty only long after the straggler arrives: the next
     helper in duty order (worker 2) takes over the chunks whose designated helper is 1 on top of
     its own, so it completes more chunks than worker 0 (up to twice as many), and the sums stay
-    exact."""
-    stats = run_takeover(tmp_path, takeover_after={1: 30.0})
+    exact. The straggler is a second late: the backup helper acts three takeover delays (each
+    at least twice the retransmission timeout) after a chunk was sent, which under load came
+    close to the 0.4 s the other tests use, and it then stepped in for too few chunks."""
+    stats = run_takeover(tmp_path, takeover_after={1: 30.0}, delays={3: 1.0})
     completed = {w: sum(s.helper_results for s in stats[w]) for w in (0, 1, 2)}
     print(f"helper results per worker: {completed}")
     assert completed[1] == 0
