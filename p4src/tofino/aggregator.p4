@@ -410,6 +410,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         /* old_progress >= limit (both below 2^31): the chunk completes, the sign bit is 0 */
         meta.add_margin = meta.old_progress - meta.limit_add;
         meta.dup_margin = meta.old_progress - meta.limit_dup;
+        meta.rd_count = meta.old_progress[7:0];
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {
             evictions.count(meta.job_index);   /* an unfinished aggregation overwritten */

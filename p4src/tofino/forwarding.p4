@@ -30,7 +30,7 @@ control L2Forwarding(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.drop_reason = DROP_NO_FLOOD;
             } else {
                 ig_tm_md.mcast_grp_a = FLOOD_GROUP;
-                hdr.bridge.flood = 1;
+                meta.flood = 1;
             }
         }
     }

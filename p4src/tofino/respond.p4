@@ -36,9 +36,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     action describe(bit<4> op) {
         hdr.sa.op = op;
         hdr.sa.reason = 0;
-        hdr.sa.flags = hdr.sa.flags & FLAG_SET;
+        hdr.sa.flags[7:1] = 0;   /* SET kept: a slice write, next to op's */
         hdr.sa.bitmap = meta.rd_bitmap;
-        hdr.sa.count = meta.old_progress[7:0];
+        hdr.sa.count = meta.rd_count;
         hdr.sa.scale = meta.rd_scale;
         hdr.sa.exp = meta.rd_exp;
     }
@@ -47,7 +47,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.sa.op = OP_BOUNCE;
         hdr.sa.reason = meta.bounce_reason;
         hdr.sa.bitmap = meta.rd_bitmap;
-        hdr.sa.count = meta.old_progress[7:0];
+        hdr.sa.count = meta.rd_count;
     }
 
     action report(bit<8> state) {
@@ -65,7 +65,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
 
     action to_job(bit<16> group) {
         ig_tm_md.mcast_grp_a = group;
-        hdr.bridge.to_job = 1;
+        meta.to_job = 1;
     }
 
     apply {
@@ -146,12 +146,12 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.slot = meta.abs_slot;
                 hdr.pass.set = meta.set_bit;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
-                hdr.bridge.to_loop = 1;
+                meta.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {
                 ig_tm_md.ucast_egress_port = reply_port;
             } else if (meta.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = reply_port;
-                hdr.bridge.to_cpu = 1;
+                meta.to_cpu = 1;
             } else {
                 to_job(meta.job_group);
             }
@@ -160,7 +160,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
             } else if (hdr.pass.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
-                hdr.bridge.to_cpu = 1;
+                meta.to_cpu = 1;
             } else {
                 to_job(hdr.pass.job_group);
             }

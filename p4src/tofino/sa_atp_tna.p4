@@ -68,22 +68,18 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.kind = kind;
         meta.set_bit = hdr.sa.flags[0:0];
         meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
-        meta.member_index = meta.abs_slot ++ hdr.sa.flags[0:0] ++ hdr.sa.worker[4:0];
         meta.run_in = hdr.sa.run;
         meta.chunk_in = hdr.sa.chunk;
         meta.scale_in = hdr.sa.scale;
         meta.exp_in = hdr.sa.exp;
         meta.helper_in = hdr.sa.worker;
+        meta.member_base = meta.abs_slot ++ hdr.sa.flags[0:0] ++ 5w0;
     }
 
     apply {
-        hdr.bridge.setValid();
         if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
-            hdr.bridge.sa = 1;
-        } else {
-            hdr.bridge.sa = 0;
+            meta.sa_valid = 1;
         }
-        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
         bit<4> rx_op = 0;
         bool use_l2 = false;
         bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
@@ -128,8 +124,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     hdr.udp.src_port = SA_ATP_UDP_PORT;
                     hdr.udp.checksum = 0;
                     ig_tm_md.ucast_egress_port = meta.helper_port;
-                    hdr.bridge.to_worker = 1;
-                    hdr.bridge.dest_worker = hdr.sa.reason;
+                    meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
                 } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
                     prepare(KIND_PROBE);
                 } else if (hdr.sa.op == OP_DATA && (meta.expected & meta.worker_bit) != 0) {
@@ -144,6 +139,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.bitmap_in = hdr.sa.bitmap;
                     meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
                 }
+                /* index * 32 + worker (< 32), added rather than concatenated, a stage after
+                 * prepare: no slice of the worker's id, so it stays whole wherever it is copied */
+                meta.member_index = meta.member_base + (member_index_t)meta.helper_in;
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
                 meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
                 if (meta.fan_in <= 1) {
@@ -216,8 +214,16 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         if (meta.drop_reason != DROP_NONE) {
             ig_dprsr_md.drop_ctl = 1;
         }
+        hdr.bridge.setValid();
+        hdr.bridge.to_job = meta.to_job;
+        hdr.bridge.flood = meta.flood;
+        hdr.bridge.to_worker = meta.to_worker;
         hdr.bridge.transit = meta.transit;
+        hdr.bridge.to_cpu = meta.to_cpu;
+        hdr.bridge.to_loop = meta.to_loop;
+        hdr.bridge.sa = meta.sa_valid;
         hdr.bridge.job_index = meta.job_index;
+        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
     }
 }
 
@@ -239,7 +245,7 @@ control SaAtpEgress(inout headers_t hdr, inout egress_metadata_t meta,
                 meta.dest_worker = (bit<8>)eg_intr_md.egress_rid;
                 rewrite = true;
             } else if (hdr.bridge.to_worker == 1) {
-                meta.dest_worker = hdr.bridge.dest_worker;
+                meta.dest_worker = hdr.sa.reason;
                 rewrite = true;
             } else if (hdr.bridge.flood == 1 && eg_intr_md.egress_port == hdr.bridge.ingress_port) {
                 pruned = true;   /* never flood a frame back out of the port it came in on */

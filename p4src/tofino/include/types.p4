@@ -71,16 +71,16 @@ typedef bit<32> ipv4_addr_t;
 
 /* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). */
 header resubmit_h {
+    bit<5>      _pad4;       /* each field its own byte(s): one source per container */
     bit<3>      lane_op;
+    bit<4>      _pad0;
     bit<4>      response;
-    bit<1>      _pad0;
     bit<8>      job_index;
     bit<16>     job_group;
     bit<4>      _pad1;
     bit<12>     slot;        /* the aggregator index is slot ++ set: two fields, two containers, */
     bit<7>      _pad2;       /* so that each write has one source */
     bit<1>      set;
-    bit<8>      _pad3;
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -97,19 +97,19 @@ header pass_h {
     bit<1>      set;
 }
 
-/* Ingress -> egress. Flexible: the compiler lays the fields out, so that an action writing some
- * of them need not rewrite a container shared with the others. */
+/* Ingress -> egress, filled in one action at the end of ingress from the metadata of the same
+ * names (the TNA idiom for bridged metadata). Flexible: the compiler lays the fields out, so
+ * that each can come from its metadata field. */
 @flexible
 header bridge_h {
     bit<1>   to_job;         /* a multicast copy for a worker of the job (rid = worker) */
     bit<1>   flood;          /* a copy of a flooded frame */
-    bit<1>   to_worker;      /* a HELPER_DATA for dest_worker */
+    bit<1>   to_worker;      /* a HELPER_DATA for its helper (the SA-ATP header's reason) */
     bit<1>   transit;
     bit<1>   to_cpu;
     bit<1>   to_loop;        /* on its way to pass 3 */
     bit<1>   sa;             /* ingress parsed an SA-ATP header in this frame */
     bit<8>   job_index;
-    bit<8>   dest_worker;
     PortId_t ingress_port;
 }
 
@@ -169,6 +169,13 @@ struct headers_t {
 }
 
 struct ingress_metadata_t {
+    /* bridged to egress at the end of ingress (bridge_h) */
+    bit<1>      to_job;
+    bit<1>      flood;
+    bit<1>      to_worker;
+    bit<1>      to_cpu;
+    bit<1>      to_loop;
+    bit<1>      sa_valid;
     resubmit_h  resub;
     bit<2>      pass;
     bool        bad_version;
@@ -191,6 +198,7 @@ struct ingress_metadata_t {
     bit<1>      set_bit;     /* index = abs_slot ++ set_bit */
     bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
     agg_index_t index;
+    member_index_t member_base;   /* index * 32 */
     member_index_t member_index;
     bit<32>     run_in;
     bit<32>     chunk_in;
@@ -211,6 +219,7 @@ struct ingress_metadata_t {
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;
+    bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
     bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
     bit<32>     rd_run;

@@ -192,7 +192,7 @@ class TnaModel:
             hdr["ipv4"]["src_addr"] = hdr["ipv4"]["dst_addr"]
             hdr["udp"]["src_port"], hdr["udp"]["checksum"] = P.UDP_PORT, 0
             phv.tm["ucast"] = m["helper_port"]
-            phv.bridge["to_worker"], phv.bridge["dest_worker"] = 1, sa["reason"]
+            phv.bridge["to_worker"] = 1   # to the helper the SA-ATP header's reason names
             return False
         self._prepare(phv)
         return False
@@ -364,7 +364,7 @@ class TnaModel:
         if bridge["to_job"]:
             m["dest_worker"], rewrite = rid & 0xFF, True
         elif bridge["to_worker"]:
-            m["dest_worker"], rewrite = bridge["dest_worker"], True
+            m["dest_worker"], rewrite = packet.hdr["sa"]["reason"], True
         elif bridge["flood"] and port == bridge["ingress_port"]:
             pruned = True
         hdr = packet.hdr
