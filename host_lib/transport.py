@@ -327,12 +327,12 @@ class Transport(HelperRole):
         as TCP's RACK infers from a later packet's ACK. Chunks taken over complete out of
         order (the timer covers them). A chunk a PENDING said was waiting completes when the
         missing workers send again: later chunks may complete first until they have had time
-        to (two round trips).
+        to (two question timeouts).
 
         Only one worker asks at once: every worker sees the same gap when a contribution
         was lost, and the switch answers one question with a PENDING to all of them. The
-        chunk's designated worker asks now; the others give it two round trips, and ask then
-        if neither the PENDING nor the result has come."""
+        chunk's designated worker asks now; the others give it two question timeouts (see
+        ``ask_rto``), and ask then if neither the PENDING nor the result has come."""
         if not len(js):
             return
         lo, hi = rnd.first_pending, min(int(js.max()), rnd.next_to_send)
