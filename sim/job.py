@@ -131,8 +131,10 @@ class Job:
     def _synchronous(self, it: int, plan: IterationPlan, starts: np.ndarray):
         shares = np.array(plan.shares)
         work = self.spec.workload.profile.a * shares + self.spec.workload.profile.c
-        dur = np.add(*self.spec.stragglers.durations(it, starts,
-                                                     np.where(shares > 0, work, 0.0)))
+        # The trainer measures its compute up to the end of the emulated step; the extra delay
+        # comes after it, in the time it counts as communication.
+        busy, delay = self.spec.stragglers.durations(it, starts, np.where(shares > 0, work, 0.0))
+        dur = busy + delay
         sends = np.array([plan.contributes(w) for w in range(self.n)]) & (shares > 0)
         if self.policy.abandons_late_work and self.spec.comm == "switch":
             skip = self._overtaken(plan, starts, starts + dur, sends)
@@ -145,8 +147,8 @@ class Job:
                  if self.training else {})
         outcome = yield from self._call(ready, plan, sends, computed + call)
         samples = np.where(sends, shares, 0)
-        self._finish(it, plan, dur, samples, computed, outcome, grads,
-                     np.zeros(self.n))
+        self._finish(it, plan, busy, samples, computed + call,
+                     starts + busy, outcome, grads, np.zeros(self.n))
 
     def _delayed(self, it: int, plan: IterationPlan, starts: np.ndarray):
         start, length, late, samples, started = self.pending
@@ -169,7 +171,8 @@ class Job:
         staleness = np.where(members, it - started, 0.0)
         outcome = yield from self._call(ready, plan, members, delivers + call)
         self._finish(it, plan, np.where(members, length, 0.0),
-                     np.where(members, samples, 0), delivers, outcome, grads, staleness)
+                     np.where(members, samples, 0), delivers + call, delivers, outcome, grads,
+                     staleness)
         self.pending[:, members] = np.nan
 
     # -- shared steps -----------------------------------------------------------------------
@@ -195,14 +198,17 @@ class Job:
                 bisect.insort(done, computed[w])
         return skip
 
-    def _finish(self, it, plan, dur, samples, published, outcome, grads, staleness) -> None:
+    def _finish(self, it, plan, dur, samples, published, compute_end, outcome, grads,
+                staleness) -> None:
         end = outcome.delivered + self.spec.costs.finish_s
         self.free = end
         self.published = published
         self.history.add(dur, samples)
         if self.previous_comm is not None:
             self.history.add_comm(self.previous_comm)
-        self.previous_comm = end - published
+        # As the testbed's trainer measures it: from the end of this worker's compute (or the
+        # delivery of its gradient) to the end of its iteration, the call's host costs included.
+        self.previous_comm = end - compute_end
         weights = np.array(plan.weights()) * outcome.summed
         if self.training:
             summed = [grads[w] for w in np.flatnonzero(outcome.summed) if w in grads]

@@ -7,9 +7,10 @@ A step of ``work`` seconds (the H100 profile's time for the worker's share) beco
   (persistent stragglers; heterogeneous GPU classes) and seeded transient slowdowns that last a
   few iterations, so a replayed testbed scenario slows the same workers in the same iterations;
 * ``jitter`` — each step independently times a log-normal factor (GPU step-time noise);
-* ``delay_s`` — the mean of an exponentially distributed extra delay at the end of each step
-  (the testbed's sleep overshoot and scheduling on a loaded host): a synchronous step's
-  measured time includes it, the emulated time a delayed gradient reports does not;
+* ``delay_s`` — the mean of a gamma-distributed extra delay at the end of each step (shape
+  ``delay_shape``; the testbed's scheduling of four workers on two cores): it delays the
+  gradient, but the step time a worker reports, as the testbed's trainer measures it, ends
+  before it, so a policy sees it in the communication time;
 * ``contention`` — on a shared cluster, co-located jobs come and go: each affected worker
   alternates between free and contended periods of exponentially distributed length (in
   seconds, not iterations), and runs ``factor`` times slower while contended.
@@ -71,7 +72,8 @@ class Contention:
 class Stragglers:
     schedule: SlowdownSchedule = field(default_factory=SlowdownSchedule)
     jitter: float = 0.0  # log-normal sigma of each step
-    delay_s: float = 0.0  # mean of an exponential extra delay per step
+    delay_s: float = 0.0  # mean of a gamma-distributed extra delay per step
+    delay_shape: float = 1.0  # its shape: 1 is exponential, larger is narrower
     contention: Contention | None = None
     seed: int = 0
 
@@ -86,7 +88,8 @@ class Stragglers:
         n = len(work)
         factors = np.array([self.schedule.factor(w, iteration) for w in range(n)])
         noise = np.exp(self._rng.normal(0.0, self.jitter, n)) if self.jitter else np.ones(n)
-        delay = self._rng.exponential(self.delay_s, n) if self.delay_s else np.zeros(n)
+        delay = (self._rng.gamma(self.delay_shape, self.delay_s / self.delay_shape, n)
+                 if self.delay_s else np.zeros(n))
         out = np.asarray(work, np.float64) * factors * noise
         if self.contention is not None:
             out = np.array([self.contention.stretch(w, float(s), float(d))
