@@ -54,6 +54,36 @@ def test_a_worker_accepts_only_what_the_switch_sends_for_its_job_and_run():
                         "other_job": 1, "other_run": 1}
 
 
+def test_the_filter_checks_exactly_the_addresses_job_run_and_version():
+    """A batch of good frames passes whole; changing any one bit of a checked field (addresses,
+    EtherType, IPv4 version/IHL and protocol, ports, the header's version nibble, job, run)
+    refuses the frame, changing a bit anywhere else does not."""
+    from protocol.codec import FRAME_DTYPE
+
+    good = encode_frame(Frame(SWITCH, ME, Header(op=P.Op.RESULT, job=7, run=42, chunk=5)))
+    checked = {"eth_dst", "eth_src", "eth_type", "ip_ver_ihl", "ip_proto", "ip_src", "ip_dst",
+               "udp_sport", "udp_dport", "job", "run"}
+    rows = []
+    expected = []
+    for name, (dtype, offset, *_) in FRAME_DTYPE.fields.items():
+        for byte in range(offset, offset + dtype.itemsize):
+            for bit in (0, 7):
+                row = bytearray(good)
+                row[byte] ^= 1 << bit
+                rows.append(bytes(row))
+                version_nibble = name == "ver_op" and bit >= 4
+                expected.append(not (name in checked or version_nibble))
+    frame_filter = FrameFilter(SWITCH, ME, job=7, run=42)
+    many = np.frombuffer(good * 300, np.uint8).reshape(300, P.FRAME_LEN)
+    assert frame_filter.accept(frames_from_bytes(good * 300), many, Counter()).all()
+    rejected = Counter()
+    ok = [bool(frame_filter.accept(frames_from_bytes(row),
+                                   np.frombuffer(row, np.uint8).reshape(1, -1), rejected)[0])
+          for row in rows]  # one by one: a batch of one is accepted or refused whole
+    assert ok == expected
+    assert sum(rejected.values()) == expected.count(False)
+
+
 # -- forged results (defect 1) -------------------------------------------------------------------
 
 def two_calls_with_a_pause(comm, arg):
