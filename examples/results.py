@@ -72,6 +72,16 @@ def table(runs: list[Run], target: float) -> str:
     return "\n".join(lines)
 
 
+WARM_UP = 1  # iterations the plots leave out: the first compiles the quantizer, opens links
+
+
+def _warm_up_note(runs: list[Run]) -> str:
+    """What the plots leave out, so that the steady state fills the axis."""
+    times = [r.iter_s[:WARM_UP].sum() * 1e3 for r in runs if len(r.iter_s)]
+    span = f"{min(times):.0f}-{max(times):.0f} ms" if times else "-"
+    return f"first iteration (warm-up, {span}) not shown"
+
+
 def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
     import matplotlib
 
@@ -80,10 +90,11 @@ def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for r in runs:
-        ax.plot(np.arange(len(r.iter_s)), r.iter_s * 1e3, label=r.name, linewidth=1)
+        ax.plot(np.arange(1, len(r.iter_s)), r.iter_s[WARM_UP:] * 1e3, label=r.name, linewidth=1)
     ax.set_xlabel("iteration")
     ax.set_ylabel("iteration time (ms)")
-    ax.set_title(title)
+    ax.set_title(f"{title}\n{_warm_up_note(runs)}" if title else _warm_up_note(runs), fontsize=10)
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -209,10 +220,10 @@ def plot_iteration_grid(runs: dict[str, list[Run]], path: Path, window: int = 5)
     kernel = np.ones(window) / window
     for ax, (scenario, scenario_runs) in zip(axes.flat, runs.items(), strict=False):
         for r in scenario_runs:
-            smooth = np.convolve(r.iter_s * 1e3, kernel, mode="valid")
-            ax.plot(np.arange(len(smooth)) + window - 1, smooth, color=colors[r.name],
+            smooth = np.convolve(r.iter_s[WARM_UP:] * 1e3, kernel, mode="valid")
+            ax.plot(np.arange(len(smooth)) + WARM_UP + window - 1, smooth, color=colors[r.name],
                     label=r.name, linewidth=0.9)
-        ax.set_title(scenario, fontsize=10)
+        ax.set_title(f"{scenario}\n{_warm_up_note(scenario_runs)}", fontsize=9)
         ax.set_xlabel("iteration", fontsize=8)
         ax.set_ylabel("iteration time (ms)", fontsize=8)
         ax.tick_params(labelsize=7)
