@@ -26,19 +26,40 @@ from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.links import UdpTunnelLink
 from pktio.udp import UdpBatch, address
 from protocol import constants as P
-from protocol.codec import FRAME_DTYPE, Endpoint, FrameBatch
+from protocol.codec import FRAME_DTYPE, Endpoint, FrameBatch, field_offset
 from topologies.local import LocalCluster, local_job
 
 _STOP, _ASK = b"x", b"?"
 _DRAINED = struct.Struct("<qd")
 _SET, _PROBE = int(P.Flag.SET), int(P.Flag.PROBE)
 _RESULT = (P.VERSION << 4) | P.Op.RESULT
+_L2_L4 = field_offset("ver_op")  # Ethernet, IPv4 and UDP headers
+_VER_OP, _FLAGS = field_offset("ver_op"), field_offset("flags")
+_BITMAP, _COUNT = field_offset("bitmap"), field_offset("count")
+_ONE_WORKER = np.frombuffer((1).to_bytes(4, "big"), np.uint8)
+
+
+def _swapped_l2_l4(header: np.ndarray) -> np.ndarray:
+    """A frame's Ethernet, IPv4 and UDP headers with sources and destinations swapped (the
+    IPv4 checksum does not change: the sum of its words does not)."""
+    out = header.copy()
+    for dst, src in (("eth_dst", "eth_src"), ("ip_dst", "ip_src"), ("udp_dport", "udp_sport")):
+        d, s = field_offset(dst), field_offset(src)
+        size = FRAME_DTYPE.fields[dst][0].itemsize
+        out[d:d + size], out[s:s + size] = header[s:s + size], header[d:d + size]
+    return out
 
 
 def _reflect(ready) -> None:
     """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back to
-    where it came from, from the address it was sent to (as the switch does). Probes are drained without an answer and counted: ``?`` asks for that
-    count and the monotonic time of the last one; any other 1-byte datagram stops it."""
+    where it came from, from the address it was sent to (as the switch does). Probes are drained
+    without an answer and counted: ``?`` asks for that count and the monotonic time of the last
+    one; any other 1-byte datagram stops it.
+
+    A worker's frames all carry the same Ethernet, IPv4 and UDP headers (protocol.codec's
+    FrameBatch), so a batch's answers are written as byte columns of the receive buffer: the
+    first frame's headers swapped, then the header bytes a RESULT changes. The far end is
+    cheap, so that the benchmark measures the worker."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
@@ -47,7 +68,7 @@ def _reflect(ready) -> None:
     io = UdpBatch(sock)
     ready.put(sock.getsockname())
     rows = np.zeros((256, P.FRAME_LEN), np.uint8)
-    frames = rows.view(FRAME_DTYPE).reshape(len(rows))
+    flags = rows[:, _FLAGS]
     drained, last = 0, 0.0
     while True:
         select.select([sock], [], [])
@@ -58,25 +79,23 @@ def _reflect(ready) -> None:
                     return
                 sock.sendto(_DRAINED.pack(drained, last), address(names[i]))
             whole = lengths == P.FRAME_LEN
-            probes = whole & (frames["flags"][:n] & _PROBE != 0)
+            probes = whole & (flags[:n] & _PROBE != 0)
             if probes.any():
                 drained, last = drained + int(probes.sum()), time.monotonic()
             keep = whole & ~probes
-            batch = frames[:n][keep]
-            for dst, src in (("eth_dst", "eth_src"), ("ip_dst", "ip_src"),
-                             ("udp_dport", "udp_sport")):  # from where it was sent, as the switch
-                batch[dst], batch[src] = batch[src].copy(), batch[dst].copy()
-            batch["ver_op"] = _RESULT
-            batch["flags"] &= _SET
-            batch["bitmap"] = 1
-            batch["count"] = 1
-            if len(batch):
-                peers = names[keep]
-                same = (peers == peers[0]).all()
-                for name in ([peers[0]] if same else np.unique(peers, axis=0)):
-                    mine = batch if same else batch[(peers == name).all(axis=1)]
-                    io.send(mine.view(np.uint8).reshape(len(mine), P.FRAME_LEN),
-                            address(name))
+            if not keep.any():
+                continue
+            peers = names[keep]
+            same = (peers == peers[0]).all()
+            for name in ([peers[0]] if same else np.unique(peers, axis=0)):
+                mine = keep if same else keep & (names == name).all(axis=1)
+                batch = rows[:n] if mine.all() else rows[:n][mine]
+                batch[:, :_L2_L4] = _swapped_l2_l4(batch[0, :_L2_L4])
+                batch[:, _VER_OP] = _RESULT
+                batch[:, _FLAGS] &= _SET
+                batch[:, _BITMAP:_BITMAP + 4] = _ONE_WORKER
+                batch[:, _COUNT] = 1
+                io.send(batch, address(name))
 
 
 def _drained(address) -> tuple[int, float]:
