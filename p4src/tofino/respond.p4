@@ -89,8 +89,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.resub.response = meta.response;
                 meta.resub.job_index = meta.job_index;
                 meta.resub.job_group = meta.job_group;
-                meta.resub.slot = meta.abs_slot;
-                meta.resub.set = meta.set_bit;
+                meta.resub.index = meta.index;
                 ig_dprsr_md.resubmit_type = 1;
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
@@ -143,8 +142,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.job_index = meta.job_index;
                 hdr.pass.job_group = meta.job_group;
                 hdr.pass.port = reply_port;
-                hdr.pass.slot = meta.abs_slot;
-                hdr.pass.set = meta.set_bit;
+                hdr.pass.index = meta.index;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
                 meta.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {

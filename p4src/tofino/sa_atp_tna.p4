@@ -62,18 +62,21 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     Respond() respond;
     L2Forwarding() l2;
     PacketStats(true) stats;
+    /* The aggregator's indices are concatenations, built by the hash unit (identity), not by
+     * an action's ALU: an ALU operation ties the sizes of its operands' containers together,
+     * and the 18-bit member index would have pulled the 12-bit slot fields of the resubmit
+     * and pass headers into 32-bit containers, which their layout forbids. */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
+    Hash<member_index_t>(HashAlgorithm_t.IDENTITY) member_of;
 
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
         meta.kind = kind;
-        meta.set_bit = hdr.sa.flags[0:0];
-        meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
         meta.run_in = hdr.sa.run;
         meta.chunk_in = hdr.sa.chunk;
         meta.scale_in = hdr.sa.scale;
         meta.exp_in = hdr.sa.exp;
         meta.helper_in = hdr.sa.worker;
-        meta.member_base = meta.abs_slot ++ hdr.sa.flags[0:0] ++ 5w0;
     }
 
     apply {
@@ -102,7 +105,11 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 bool host_op = hdr.sa.op == OP_DATA || hdr.sa.op == OP_TAKEOVER
                                || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
                 admission.apply(hdr, meta, ig_intr_md, host_op);
-                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);   /* a stage before prepare */
+                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
+                /* index = abs_slot ++ SET, member index = index * 32 + worker (< 32) */
+                meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
+                meta.member_index = member_of.get({meta.abs_slot, hdr.sa.flags[0:0],
+                                                   hdr.sa.worker[4:0]});
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }
@@ -139,9 +146,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.bitmap_in = hdr.sa.bitmap;
                     meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
                 }
-                /* index * 32 + worker (< 32), added rather than concatenated, a stage after
-                 * prepare: no slice of the worker's id, so it stays whole wherever it is copied */
-                meta.member_index = meta.member_base + (member_index_t)meta.helper_in;
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
                 meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
                 if (meta.fan_in <= 1) {
@@ -164,8 +168,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
                 meta.index = hdr.packet_out.aggregator[12:0];
-                meta.abs_slot = hdr.packet_out.aggregator[12:1];
-                meta.set_bit = hdr.packet_out.aggregator[0:0];
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                     meta.kind = KIND_MGMT_CLEAR;
@@ -178,13 +180,13 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_dprsr_md.drop_ctl = 1;
             }
         } else if (meta.pass == PASS_LANES) {
-            meta.index = meta.resub.slot ++ meta.resub.set;
+            meta.index = meta.resub.index;
             meta.lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
             meta.job_group = meta.resub.job_group;
         } else {
-            meta.index = hdr.pass.slot ++ hdr.pass.set;
+            meta.index = hdr.pass.index;
             meta.lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }

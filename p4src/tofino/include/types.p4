@@ -69,18 +69,18 @@ const bit<4> RESPOND_PENDING       = 8;
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 
-/* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). */
+/* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). Each field has its own byte(s),
+ * so that each container it lands in has one source. */
 header resubmit_h {
-    bit<5>      _pad4;       /* each field its own byte(s): one source per container */
+    bit<5>      _pad4;
     bit<3>      lane_op;
     bit<4>      _pad0;
     bit<4>      response;
     bit<8>      job_index;
     bit<16>     job_group;
-    bit<4>      _pad1;
-    bit<12>     slot;        /* the aggregator index is slot ++ set: two fields, two containers, */
-    bit<7>      _pad2;       /* so that each write has one source */
-    bit<1>      set;
+    bit<3>      _pad1;
+    agg_index_t index;       /* the aggregator: a copy of meta.index */
+    bit<8>      _pad2;
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -91,10 +91,8 @@ header pass_h {
     bit<16>     job_group;
     bit<7>      _pad1;
     PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
-    bit<4>      _pad2;
-    bit<12>     slot;        /* the aggregator index is slot ++ set, as in resubmit_h */
-    bit<7>      _pad3;
-    bit<1>      set;
+    bit<3>      _pad2;
+    agg_index_t index;       /* the aggregator, as in resubmit_h */
 }
 
 /* Ingress -> egress, filled in one action at the end of ingress from the metadata of the same
@@ -195,11 +193,9 @@ struct ingress_metadata_t {
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
-    bit<1>      set_bit;     /* index = abs_slot ++ set_bit */
     bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
-    agg_index_t index;
-    member_index_t member_base;   /* index * 32 */
-    member_index_t member_index;
+    agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
+    member_index_t member_index; /* index ++ worker[4:0], the same way */
     bit<32>     run_in;
     bit<32>     chunk_in;
     bit<16>     scale_in;

@@ -123,7 +123,7 @@ class TnaModel:
             m.update(index=resub["index"], lane_op=resub["lane_op"], response=resub["response"],
                      job_index=resub["job_index"], job_group=resub["job_group"])
         else:
-            m.update(index=hdr["pass"]["slot"] << 1 | hdr["pass"]["set"], lane_op=T.LANES_HIGH,
+            m.update(index=hdr["pass"]["index"], lane_op=T.LANES_HIGH,
                      job_index=hdr["pass"]["job_index"])
         self._aggregator(phv)
         lane_op = m["lane_op"]

@@ -73,8 +73,7 @@ def _pass_two(phv) -> None:
     if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
         phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
                            "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
-                           "_pad2": 0, "slot": m["index"] >> 1, "_pad3": 0,
-                           "set": m["index"] & 1}
+                           "_pad2": 0, "index": m["index"]}
         phv.tm["ucast"] = m["loop_port"]
         phv.bridge["to_loop"] = 1
     elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):
