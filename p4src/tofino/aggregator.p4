@@ -58,7 +58,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- run_id: the run against the slot's (serial-number arithmetic) ---------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_claim = {
-        void apply(inout bit<32> cell) { cell = meta.run_in; }
+        void apply(inout bit<32> cell) { cell = hdr.sa.run; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_compare = {
         void apply(inout bit<32> cell, out bit<2> rv) {
@@ -91,7 +91,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_run_id_compare_claim() {
         meta.run_class = run_id_compare_claim.execute(meta.index);
     }
-    action do_run_id_read() { meta.rd_run = run_id_read.execute(meta.index); }
+    action do_run_id_read() { hdr.sa.run = run_id_read.execute(meta.index); }   /* a report */
     table run_id_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.was_valid: ternary; }
         actions = { do_run_id_claim; do_run_id_compare; do_run_id_compare_claim; do_run_id_read;
@@ -103,14 +103,14 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, _, 0): NoAction();
             (PASS_STATE, _, _): do_run_id_compare();
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_run_id_claim();
-            (PASS_LANES, _, _): do_run_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _): do_run_id_read();
         }
         const default_action = NoAction();
     }
 
     /* -- chunk_id: where the slot stands for this packet (meta.situation) ------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_claim = {
-        void apply(inout bit<32> cell) { cell = meta.chunk_in; }
+        void apply(inout bit<32> cell) { cell = hdr.sa.chunk; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_compare = {
         void apply(inout bit<32> cell, out bit<2> rv) {
@@ -146,7 +146,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_chunk_id_compare_claim() {
         meta.situation = chunk_id_compare_claim.execute(meta.index);
     }
-    action do_chunk_id_read() { meta.rd_chunk = chunk_id_read.execute(meta.index); }
+    action do_chunk_id_read() { hdr.sa.chunk = chunk_id_read.execute(meta.index); }   /* a report */
     action situation_newer() { meta.situation = SIT_NEWER; }     /* empty, or an older run */
     action situation_old_run() { meta.situation = SIT_OLD_RUN; }
     table chunk_id_sel {
@@ -162,7 +162,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_DATA, _, _): do_chunk_id_claim();
             (PASS_STATE, _, _, _): situation_newer();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_chunk_id_claim();
-            (PASS_LANES, _, _, _): do_chunk_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _, _): do_chunk_id_read();
         }
         const default_action = NoAction();
     }
@@ -189,7 +189,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- agreed_scale --------------------------------------------------------------------- */
     RegisterAction<bit<16>, agg_index_t, bit<16>>(agreed_scale) agreed_scale_claim = {
-        void apply(inout bit<16> cell) { cell = meta.scale_in; }
+        void apply(inout bit<16> cell) { cell = hdr.sa.scale; }
     };
     RegisterAction<bit<16>, agg_index_t, bit<1>>(agreed_scale) agreed_scale_compare = {
         void apply(inout bit<16> cell, out bit<1> rv) {
@@ -341,7 +341,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- max_exp --------------------------------------------------------------------------- */
     RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_claim = {
-        void apply(inout bit<16> cell) { cell = meta.exp_in; }
+        void apply(inout bit<16> cell) { cell = hdr.sa.exp; }
     };
     RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_raise = {
         void apply(inout bit<16> cell) {
@@ -373,7 +373,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- helper_id ------------------------------------------------------------------------- */
     RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_write = {
-        void apply(inout bit<8> cell) { cell = meta.helper_in; }
+        void apply(inout bit<8> cell) { cell = hdr.sa.worker; }
     };
     RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_read = {
         void apply(inout bit<8> cell, out bit<8> rv) { rv = cell; }

@@ -51,15 +51,13 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     action report(bit<8> state) {
-        describe(OP_RESULT);
-        hdr.sa.chunk = meta.rd_chunk;
-        hdr.sa.run = meta.rd_run;
+        describe(OP_RESULT);   /* chunk and run: read into the header (aggregator.p4) */
         hdr.sa.reason = state;
         hdr.sa.worker = meta.rd_helper;
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
-        hdr.packet_in.aggregator = meta.mgmt_aggregator;   /* the request's, as in v1model */
+        hdr.packet_in.aggregator = hdr.packet_out.aggregator;   /* the request's, as in v1model */
         hdr.packet_out.setInvalid();
     }
 
@@ -120,8 +118,6 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.old_progress = 0;
                 meta.rd_scale = 0;
                 meta.rd_exp = 0;
-                meta.rd_chunk = 0;
-                meta.rd_run = 0;
                 meta.rd_helper = 0;
                 report(SLOT_EMPTY);
             } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */

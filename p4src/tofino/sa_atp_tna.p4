@@ -68,15 +68,11 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
      * and pass headers into 32-bit containers, which their layout forbids. */
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
     Hash<member_index_t>(HashAlgorithm_t.IDENTITY) member_of;
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;   /* a management request's */
 
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
         meta.kind = kind;
-        meta.run_in = hdr.sa.run;
-        meta.chunk_in = hdr.sa.chunk;
-        meta.scale_in = hdr.sa.scale;
-        meta.exp_in = hdr.sa.exp;
-        meta.helper_in = hdr.sa.worker;
     }
 
     apply {
@@ -167,9 +163,15 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                             || hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR;
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
-                meta.index = hdr.packet_out.aggregator[12:0];
+                meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
+                    /* what the registers' claims write, and what the report says */
+                    hdr.sa.run = 0;
+                    hdr.sa.chunk = 0;
+                    hdr.sa.scale = 0;
+                    hdr.sa.exp = 0;
+                    hdr.sa.worker = 0;
                     meta.kind = KIND_MGMT_CLEAR;
                     meta.lane_op = LANES_CLEAR;
                 } else {

@@ -162,8 +162,11 @@ struct headers_t {
     ipv4_h       ipv4;
     udp_h        udp;
     sa_atp_h     sa;
-    lanes_h      carried;    /* pass 1: parsed so that a short frame is an error, never used */
-    lanes_h      lanes;      /* passes 2 and 3: what the lane registers add and return */
+    /* Pass 1 parses the lanes only so that a short frame is an error; passes 2 and 3 add them
+     * and return them. One header for all three passes: the 64 words take normal PHV
+     * containers in any case (the registers write them), so a header of pass 1's own would
+     * only add to them. */
+    lanes_h      lanes;
 }
 
 struct ingress_metadata_t {
@@ -193,15 +196,9 @@ struct ingress_metadata_t {
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
-    bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
     member_index_t member_index; /* index ++ worker[4:0], the same way */
-    bit<32>     run_in;
-    bit<32>     chunk_in;
-    bit<16>     scale_in;
     bit<32>     bitmap_in;
-    bit<16>     exp_in;
-    bit<8>      helper_in;
     bit<32>     progress_in;
     bit<32>     limit_add;
     bit<32>     limit_dup;
@@ -218,8 +215,6 @@ struct ingress_metadata_t {
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
     bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
-    bit<32>     rd_run;
-    bit<32>     rd_chunk;
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
     bit<16>     rd_exp;

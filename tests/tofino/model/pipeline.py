@@ -213,8 +213,6 @@ class TnaModel:
         slot = (m["slot_base"] + sa["slot"]) & 0xFFF
         m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
-        m.update(run_in=sa["run"], chunk_in=sa["chunk"], scale_in=sa["scale"], exp_in=sa["exp"],
-                 helper_in=sa["worker"])
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
         m["limit_dup"] = AGGREGATING_BASE + m["fan_in"]
         m["start_done"] = int(m["fan_in"] <= 1)
@@ -231,6 +229,8 @@ class TnaModel:
         m["index"], m["response"] = out["aggregator"], T.RESPOND_REPORT
         clear = out["opcode"] == P.MGMT_CLEAR_AGGREGATOR
         m["kind"] = T.KIND_MGMT_CLEAR if clear else T.KIND_MGMT_READ
+        if clear:   # what the claims write, and what the report says
+            phv.hdr["sa"].update(run=0, chunk=0, scale=0, exp=0, worker=0)
         m["lane_op"] = T.LANES_CLEAR if clear else T.LANES_LOAD
 
     # -- the aggregator and the lanes -------------------------------------------------------------
@@ -270,13 +270,14 @@ class TnaModel:
     # what each RegisterAction's P4 action does with the value it returns
     RESULTS = {"valid_occupy": "was_valid", "valid_peek": "was_valid",
                "run_id_compare": "run_class", "run_id_compare_claim": "run_class",
-               "run_id_read": "rd_run", "chunk_id_compare": "situation",
-               "chunk_id_compare_claim": "situation", "chunk_id_read": "rd_chunk",
+               "chunk_id_compare": "situation", "chunk_id_compare_claim": "situation",
                "generation_bump": "gen", "generation_read": "gen",
                "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
                "member_join": "is_member", "contributors_claim": "rd_bitmap",
                "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
                "max_exp_read": "rd_exp", "helper_id_read": "rd_helper"}
+
+    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk"}
 
     def _execute(self, phv: Phv, register: str, action: str) -> None:
         m = phv.meta
@@ -286,6 +287,8 @@ class TnaModel:
             m["old_progress"] = rv
         elif action in self.RESULTS:
             m[self.RESULTS[action]] = rv
+        elif action in self.INTO_HEADER:   # a report's run and chunk
+            phv.hdr["sa"][self.INTO_HEADER[action]] = rv
         if action == "chunk_id_claim":
             m["situation"] = T.SIT_NEWER
 

@@ -64,8 +64,7 @@ def _pass_two(phv) -> None:
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
         _from_switch(phv)
     elif m["kind"] == T.KIND_MGMT_CLEAR:
-        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp", "rd_chunk", "rd_run",
-                     "rd_helper"):
+        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp", "rd_helper"):
             m[name] = 0
         _report(phv, P.SlotState.EMPTY)
     else:
@@ -98,7 +97,7 @@ def _describe(phv, op: int) -> None:
 def _report(phv, state: int) -> None:
     m, sa = phv.meta, phv.hdr["sa"]
     _describe(phv, P.Op.RESULT)
-    sa.update(chunk=m["rd_chunk"], run=m["rd_run"], reason=state, worker=m["rd_helper"])
+    sa.update(reason=state, worker=m["rd_helper"])   # run and chunk: read into the header
     phv.hdr["packet_in"] = {"ingress_port": phv.ingress_port, "_pad": 0,
                             "opcode": phv.hdr["packet_out"]["opcode"],
                             "aggregator": phv.hdr["packet_out"]["aggregator"]}
