@@ -245,8 +245,10 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
      * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
      * over to a helper, or nothing (a read). */
-    action check_duplicate() { meta.check_limit = meta.limit_dup; meta.check_delta = DUP_COMPLETE; }
-    action check_takeover() { meta.check_limit = AGGREGATING_BASE; meta.check_delta = TAKE_OVER; }
+    /* progress_check updates a cell above check_limit: a duplicate completes the chunk when
+     * the count is past fan-in - 1 (limit_add), a takeover finds it AGGREGATING */
+    action check_duplicate() { meta.check_limit = meta.limit_add; meta.check_delta = DUP_COMPLETE; }
+    action check_takeover() { meta.check_limit = AGGREGATING_BASE - 1; meta.check_delta = TAKE_OVER; }
     action check_nothing() { meta.check_limit = NEVER; meta.check_delta = 0; }
     table progress_check_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
@@ -276,7 +278,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_check = {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
-            if (cell >= meta.check_limit) {
+            if (cell > meta.check_limit) {
                 cell = cell + meta.check_delta;
             }
         }
@@ -312,7 +314,10 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- contributors ---------------------------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.bitmap_in; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.worker_bit; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_helper = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = hdr.sa.bitmap; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_join = {
         void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = cell | meta.worker_bit; }
@@ -323,14 +328,16 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_contributors_claim() { meta.rd_bitmap = contributors_claim.execute(meta.index); }
     action do_contributors_join() { meta.rd_bitmap = contributors_join.execute(meta.index); }
     action do_contributors_read() { meta.rd_bitmap = contributors_read.execute(meta.index); }
+    action do_contributors_helper() { meta.rd_bitmap = contributors_helper.execute(meta.index); }
     table contributors_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; meta.old_progress[17:16]: ternary; }
-        actions = { do_contributors_claim; do_contributors_join; do_contributors_read; NoAction; }
+        actions = { do_contributors_claim; do_contributors_join; do_contributors_read;
+                    do_contributors_helper; NoAction; }
         const entries = {
             (PASS_STATE, KIND_NONE, _, _, _): NoAction();
             (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_contributors_claim();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_helper();
             (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING): do_contributors_join();
             (PASS_STATE, _, _, _, _): do_contributors_read();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_contributors_claim();
@@ -407,9 +414,11 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         contributors_sel.apply();
         max_exp_sel.apply();
         helper_id_sel.apply();
-        /* old_progress >= limit (both below 2^31): the chunk completes, the sign bit is 0 */
+        /* both below 2^31: old_progress >= limit_add (an addition completes the chunk) when
+         * add_margin's sign bit is 0, old_progress > limit_add (a duplicate completes it)
+         * when dup_margin's is 1 */
         meta.add_margin = meta.old_progress - meta.limit_add;
-        meta.dup_margin = meta.old_progress - meta.limit_dup;
+        meta.dup_margin = meta.limit_add - meta.old_progress;
         meta.rd_count = meta.old_progress[7:0];
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {

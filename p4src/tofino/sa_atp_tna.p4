@@ -102,10 +102,10 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                                || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
                 admission.apply(hdr, meta, ig_intr_md, host_op);
                 meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
-                /* index = abs_slot ++ SET, member index = index * 32 + worker (< 32) */
+                /* index = abs_slot ++ SET; member index = index * 32 + worker (< 32), a
+                 * stage later (the member register comes late in the chain) */
                 meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-                meta.member_index = member_of.get({meta.abs_slot, hdr.sa.flags[0:0],
-                                                   hdr.sa.worker[4:0]});
+                meta.member_index = member_of.get({meta.index, hdr.sa.worker[4:0]});
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }
@@ -132,18 +132,15 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     prepare(KIND_PROBE);
                 } else if (hdr.sa.op == OP_DATA && (meta.expected & meta.worker_bit) != 0) {
                     prepare(KIND_DATA);
-                    meta.bitmap_in = meta.worker_bit;
                 } else if (hdr.sa.op == OP_DATA) {
                     prepare(KIND_UNEXPECTED);
                 } else if (hdr.sa.op == OP_TAKEOVER) {
                     prepare(KIND_TAKEOVER);
                 } else {
                     prepare(KIND_HELPER_RESULT);
-                    meta.bitmap_in = hdr.sa.bitmap;
                     meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
                 }
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
-                meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
                 if (meta.fan_in <= 1) {
                     meta.start_done = 1;
                 }

@@ -134,8 +134,10 @@ def test_the_models_tables_are_the_const_entries(table):
         values = dict(zip(names, combo, strict=True))
         m = {k.removeprefix("meta."): v for k, v in values.items()}
         m["phase"] = values.get("meta.old_progress[17:16]", 0)
-        for margin in ("add", "dup"):  # a margin's sign bit is 0 when the chunk completes
-            m[f"{margin}_done"] = 1 - values.get(f"meta.{margin}_margin[31:31]", 1)
+        # add_margin's sign bit is 0 when an addition completes the chunk, dup_margin's is 1
+        # when a duplicate does (decide.p4)
+        m["add_done"] = 1 - values.get("meta.add_margin[31:31]", 1)
+        m["dup_done"] = values.get("meta.dup_margin[31:31]", 0)
         got = _call(tcam(t, values, consts), consts)
         want = tables.decide(m) if table == "decide" else (tables.SELECTORS[table](m), ())
         assert got == want, f"{table} at {m}"

@@ -198,10 +198,8 @@ struct ingress_metadata_t {
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
     member_index_t member_index; /* index ++ worker[4:0], the same way */
-    bit<32>     bitmap_in;
     bit<32>     progress_in;
     bit<32>     limit_add;
-    bit<32>     limit_dup;
     bit<32>     check_limit;
     bit<32>     check_delta;
     bit<1>      start_done;
@@ -214,7 +212,7 @@ struct ingress_metadata_t {
     bit<32>     old_progress;
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
-    bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
+    bit<32>     dup_margin;  /* limit_add - old_progress: sign bit 1 = a duplicate completes */
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
     bit<16>     rd_exp;

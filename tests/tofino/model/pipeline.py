@@ -202,19 +202,18 @@ class TnaModel:
         if sa["op"] == P.Op.DATA and sa["flags"] & P.Flag.PROBE:
             m["kind"] = T.KIND_PROBE
         elif sa["op"] == P.Op.DATA and m["expected"] & m["worker_bit"]:
-            m["kind"], m["bitmap_in"] = T.KIND_DATA, m["worker_bit"]
+            m["kind"] = T.KIND_DATA
         elif sa["op"] == P.Op.DATA:
             m["kind"] = T.KIND_UNEXPECTED
         elif sa["op"] == P.Op.TAKEOVER:
             m["kind"] = T.KIND_TAKEOVER
         else:
-            m["kind"], m["bitmap_in"] = T.KIND_HELPER_RESULT, sa["bitmap"]
+            m["kind"] = T.KIND_HELPER_RESULT
             m["progress_in"] = COMPLETE_BASE | sa["count"]
         slot = (m["slot_base"] + sa["slot"]) & 0xFFF
         m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
-        m["limit_dup"] = AGGREGATING_BASE + m["fan_in"]
         m["start_done"] = int(m["fan_in"] <= 1)
         if m["kind"] == T.KIND_DATA:
             m["progress_in"] = (COMPLETE_BASE if m["start_done"] else AGGREGATING_BASE) | 1
@@ -242,8 +241,8 @@ class TnaModel:
             action = select(m)
             if name == "progress_check_sel":
                 m["check_limit"], m["check_delta"] = {
-                    "check_duplicate": (m["limit_dup"], 0xFFFE0000),
-                    "check_takeover": (AGGREGATING_BASE, 0xFFFF0000),
+                    "check_duplicate": (m["limit_add"], 0xFFFE0000),
+                    "check_takeover": (AGGREGATING_BASE - 1, 0xFFFF0000),
                     "check_nothing": (0xFFFF_FFFF, 0)}[action]
                 continue
             if action in ("situation_newer", "situation_old_run"):
@@ -251,7 +250,7 @@ class TnaModel:
             elif action != "NoAction":
                 self._execute(phv, name.removesuffix("_sel"), action.removeprefix("do_"))
         m["add_done"] = int(m["old_progress"] >= m["limit_add"])
-        m["dup_done"] = int(m["old_progress"] >= m["limit_dup"])
+        m["dup_done"] = int(m["old_progress"] > m["limit_add"])
         if m["pass"] == T.PASS_STATE and m["kind"] != T.KIND_NONE:
             kind, args = tables.decide(m)
             if kind == "respond":

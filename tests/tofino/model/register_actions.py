@@ -86,7 +86,7 @@ def progress_add(cell, phv):
 
 
 def progress_check(cell, phv):
-    if cell >= phv.check_limit:
+    if cell > phv.check_limit:
         return (cell + phv.check_delta) & M32, cell
     return cell, cell
 
@@ -95,6 +95,10 @@ def progress_helper(cell, phv):
     if TAKEN_BASE <= cell < AGGREGATING_BASE:
         return phv.progress_in, cell
     return cell, cell
+
+
+def contributors_helper(cell, phv):
+    return phv.sa["bitmap"], cell
 
 
 def contributors_join(cell, phv):
@@ -152,7 +156,8 @@ AGGREGATOR = {
     "progress": {"progress_claim": claim("progress_in", returns_old=True),
                  "progress_add": progress_add, "progress_check": progress_check,
                  "progress_helper": progress_helper},
-    "contributors": {"contributors_claim": claim("bitmap_in", returns_old=True),
+    "contributors": {"contributors_claim": claim("worker_bit", returns_old=True),
+                     "contributors_helper": contributors_helper,
                      "contributors_join": contributors_join, "contributors_read": read},
     "max_exp": {"max_exp_claim": claim_sa("exp"), "max_exp_raise": max_exp_raise,
                 "max_exp_read": read},

@@ -122,7 +122,7 @@ def contributors_sel(m: dict) -> str:
         return "do_contributors_claim"
     if (m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD
             and m["phase"] == PHASE_TAKEN):
-        return "do_contributors_claim"
+        return "do_contributors_helper"   # the helper's bitmap
     if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING:
         return "do_contributors_join"
     return "do_contributors_read"
