@@ -245,11 +245,12 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
      * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
      * over to a helper, or nothing (a read). */
-    /* progress_check updates a cell above check_limit: a duplicate completes the chunk when
-     * the count is past fan-in - 1 (limit_add), a takeover finds it AGGREGATING */
-    action check_duplicate() { meta.check_limit = meta.limit_add; meta.check_delta = DUP_COMPLETE; }
-    action check_takeover() { meta.check_limit = AGGREGATING_BASE - 1; meta.check_delta = TAKE_OVER; }
-    action check_nothing() { meta.check_limit = NEVER; meta.check_delta = 0; }
+    /* progress_check adds check_delta to a cell above limit_add: a duplicate completes the
+     * chunk when the count is past fan-in - 1; a takeover, which has no other use for
+     * limit_add, sets it so that it finds the slot AGGREGATING; a read adds nothing. */
+    action check_duplicate() { meta.check_delta = DUP_COMPLETE; }
+    action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.check_delta = TAKE_OVER; }
+    action check_nothing() { meta.check_delta = 0; }
     table progress_check_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; }
@@ -278,7 +279,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_check = {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
-            if (cell > meta.check_limit) {
+            if (cell > meta.limit_add) {
                 cell = cell + meta.check_delta;
             }
         }
@@ -414,11 +415,13 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         contributors_sel.apply();
         max_exp_sel.apply();
         helper_id_sel.apply();
-        /* both below 2^31: old_progress >= limit_add (an addition completes the chunk) when
-         * add_margin's sign bit is 0, old_progress > limit_add (a duplicate completes it)
-         * when dup_margin's is 1 */
+        /* old_progress >= limit_add (an addition completes the chunk) when add_margin's sign
+         * bit is 0 (both below 2^31); old_progress > limit_add (a duplicate completes it)
+         * when that holds and they differ */
         meta.add_margin = meta.old_progress - meta.limit_add;
-        meta.dup_margin = meta.limit_add - meta.old_progress;
+        if (meta.old_progress == meta.limit_add) {
+            meta.at_limit = 1;
+        }
         meta.rd_count = meta.old_progress[7:0];
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {

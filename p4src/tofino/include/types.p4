@@ -43,7 +43,6 @@ const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 *
 const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
 const bit<32> DUP_COMPLETE      = 0xFFFE0000;       /* AGGREGATING -> COMPLETE */
 const bit<32> TAKE_OVER         = 0xFFFF0000;       /* AGGREGATING -> TAKEN */
-const bit<32> NEVER             = 0xFFFFFFFF;       /* a limit no progress word reaches */
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
@@ -200,7 +199,6 @@ struct ingress_metadata_t {
     member_index_t member_index; /* index ++ worker[4:0], the same way */
     bit<32>     progress_in;
     bit<32>     limit_add;
-    bit<32>     check_limit;
     bit<32>     check_delta;
     bit<1>      start_done;
     bit<8>      was_valid;
@@ -212,7 +210,7 @@ struct ingress_metadata_t {
     bit<32>     old_progress;
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
-    bit<32>     dup_margin;  /* limit_add - old_progress: sign bit 1 = a duplicate completes */
+    bit<1>      at_limit;    /* old_progress == limit_add: a duplicate does not complete */
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
     bit<16>     rd_exp;

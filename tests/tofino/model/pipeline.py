@@ -240,10 +240,10 @@ class TnaModel:
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)
             if name == "progress_check_sel":
-                m["check_limit"], m["check_delta"] = {
-                    "check_duplicate": (m["limit_add"], 0xFFFE0000),
-                    "check_takeover": (AGGREGATING_BASE - 1, 0xFFFF0000),
-                    "check_nothing": (0xFFFF_FFFF, 0)}[action]
+                m["check_delta"] = {"check_duplicate": 0xFFFE0000, "check_takeover": 0xFFFF0000,
+                                    "check_nothing": 0}[action]
+                if action == "check_takeover":
+                    m["limit_add"] = AGGREGATING_BASE - 1
                 continue
             if action in ("situation_newer", "situation_old_run"):
                 m["situation"] = T.SIT_NEWER if action == "situation_newer" else T.SIT_OLD_RUN

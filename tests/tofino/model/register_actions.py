@@ -86,7 +86,7 @@ def progress_add(cell, phv):
 
 
 def progress_check(cell, phv):
-    if cell > phv.check_limit:
+    if cell > phv.limit_add:
         return (cell + phv.check_delta) & M32, cell
     return cell, cell
 
