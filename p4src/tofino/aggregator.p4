@@ -387,7 +387,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         void apply(inout bit<8> cell, out bit<8> rv) { rv = cell; }
     };
     action do_helper_id_write() { helper_id_write.execute(meta.index); }
-    action do_helper_id_read() { meta.rd_helper = helper_id_read.execute(meta.index); }
+    /* into the header's worker: only a TAKEN bounce (pass 1) and a report read it */
+    action do_helper_id_read() { hdr.sa.worker = helper_id_read.execute(meta.index); }
     table helper_id_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.old_progress[17:16]: ternary; }
@@ -398,7 +399,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_DATA, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
             (PASS_STATE, KIND_PROBE, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_helper_id_write();
-            (PASS_LANES, _, _, _): do_helper_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _, _): do_helper_id_read();
         }
         const default_action = NoAction();
     }

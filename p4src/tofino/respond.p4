@@ -52,8 +52,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
 
     action report(bit<8> state) {
         describe(OP_RESULT);   /* chunk and run: read into the header (aggregator.p4) */
-        hdr.sa.reason = state;
-        hdr.sa.worker = meta.rd_helper;
+        hdr.sa.reason = state;   /* worker: read into the header too */
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
@@ -69,10 +68,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     apply {
         if (meta.pass == PASS_STATE) {
             if (meta.response == RESPOND_BOUNCE) {
-                bounce_to_sender();
-                if (meta.bounce_reason == BOUNCE_TAKEN) {
-                    hdr.sa.worker = meta.rd_helper;
-                }
+                bounce_to_sender();   /* a TAKEN bounce: the helper is in worker (aggregator.p4) */
                 reply_to_sender();
                 ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
             } else if (meta.response == RESPOND_PENDING) {
@@ -118,7 +114,6 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.old_progress = 0;
                 meta.rd_scale = 0;
                 meta.rd_exp = 0;
-                meta.rd_helper = 0;
                 report(SLOT_EMPTY);
             } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */
                 report(SLOT_AGGREGATING);

@@ -214,7 +214,6 @@ struct ingress_metadata_t {
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
     bit<16>     rd_exp;
-    bit<8>      rd_helper;
     /* the answer */
     bit<3>      lane_op;
     bit<4>      response;

@@ -274,9 +274,9 @@ class TnaModel:
                "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
                "member_join": "is_member", "contributors_claim": "rd_bitmap",
                "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
-               "max_exp_read": "rd_exp", "helper_id_read": "rd_helper"}
+               "max_exp_read": "rd_exp"}
 
-    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk"}
+    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker"}
 
     def _execute(self, phv: Phv, register: str, action: str) -> None:
         m = phv.meta
@@ -286,7 +286,7 @@ class TnaModel:
             m["old_progress"] = rv
         elif action in self.RESULTS:
             m[self.RESULTS[action]] = rv
-        elif action in self.INTO_HEADER:   # a report's run and chunk
+        elif action in self.INTO_HEADER:   # a report; a TAKEN bounce (its helper)
             phv.hdr["sa"][self.INTO_HEADER[action]] = rv
         if action == "chunk_id_claim":
             m["situation"] = T.SIT_NEWER

@@ -26,9 +26,7 @@ def respond(phv) -> None:
 def _pass_one(phv) -> None:
     m, sa = phv.meta, phv.hdr.get("sa")
     if m["response"] == T.RESPOND_BOUNCE:
-        _bounce(phv)
-        if m["bounce_reason"] == P.Bounce.TAKEN:
-            sa["worker"] = m["rd_helper"]
+        _bounce(phv)   # a TAKEN bounce: helper_id_read put the helper in worker
         _reply_to_sender(phv)
         phv.tm["ucast"] = phv.ingress_port
     elif m["response"] == T.RESPOND_PENDING:
@@ -64,7 +62,7 @@ def _pass_two(phv) -> None:
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
         _from_switch(phv)
     elif m["kind"] == T.KIND_MGMT_CLEAR:
-        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp", "rd_helper"):
+        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp"):
             m[name] = 0
         _report(phv, P.SlotState.EMPTY)
     else:
@@ -95,9 +93,9 @@ def _describe(phv, op: int) -> None:
 
 
 def _report(phv, state: int) -> None:
-    m, sa = phv.meta, phv.hdr["sa"]
+    sa = phv.hdr["sa"]
     _describe(phv, P.Op.RESULT)
-    sa.update(reason=state, worker=m["rd_helper"])   # run and chunk: read into the header
+    sa["reason"] = state   # run, chunk and worker: read into the header
     phv.hdr["packet_in"] = {"ingress_port": phv.ingress_port, "_pad": 0,
                             "opcode": phv.hdr["packet_out"]["opcode"],
                             "aggregator": phv.hdr["packet_out"]["aggregator"]}

@@ -146,7 +146,7 @@ def helper_id_sel(m: dict) -> str:
         return "do_helper_id_write"
     if held and m["kind"] in (KIND_DATA, KIND_PROBE) and m["phase"] == PHASE_TAKEN:
         return "do_helper_id_read"
-    return _pass_two(m, "do_helper_id_write", "do_helper_id_read")
+    return _pass_two(m, "do_helper_id_write", "do_helper_id_read", report_only=True)
 
 
 def decide(m: dict) -> tuple[str, tuple[int, ...]]:
