@@ -230,7 +230,11 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             cell = meta.gen;
         }
     };
-    action do_member_join() { meta.is_member = member_join.execute(meta.member_index); }
+    /* [index * 32 + worker (< 32)]: an identity hash, straight into the register's address */
+    Hash<member_index_t>(HashAlgorithm_t.IDENTITY) member_of;
+    action do_member_join() {
+        meta.is_member = member_join.execute(member_of.get({meta.index, hdr.sa.worker[4:0]}));
+    }
     table member_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; }
@@ -264,7 +268,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- progress: phase << 16 | count ----------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.progress_in; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = (bit<32>)meta.progress_in; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_add = {
         void apply(inout bit<32> cell, out bit<32> rv) {
@@ -288,7 +292,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
             if (cell >= TAKEN_BASE && cell < AGGREGATING_BASE) {
-                cell = meta.progress_in;
+                cell = (bit<32>)meta.progress_in;
             }
         }
     };

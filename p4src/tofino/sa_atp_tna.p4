@@ -63,11 +63,11 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     L2Forwarding() l2;
     PacketStats(true) stats;
     /* The aggregator's indices are concatenations, built by the hash unit (identity), not by
-     * an action's ALU: an ALU operation ties the sizes of its operands' containers together,
-     * and the 18-bit member index would have pulled the 12-bit slot fields of the resubmit
-     * and pass headers into 32-bit containers, which their layout forbids. */
+     * an action's ALU: an ALU operation ties the sizes of its operands' containers together
+     * (an 18-bit member index built from the slot had pulled the slot fields of the resubmit
+     * and pass headers into 32-bit containers, which their layout forbids). The member index
+     * is hashed in aggregator.p4, straight into the member register's address. */
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
-    Hash<member_index_t>(HashAlgorithm_t.IDENTITY) member_of;
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;   /* a management request's */
 
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
@@ -102,10 +102,10 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                                || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
                 admission.apply(hdr, meta, ig_intr_md, host_op);
                 meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
-                /* index = abs_slot ++ SET; member index = index * 32 + worker (< 32), a
-                 * stage later (the member register comes late in the chain) */
+                /* index = abs_slot ++ SET (the member index is hashed where it is used) */
                 meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-                meta.member_index = member_of.get({meta.index, hdr.sa.worker[4:0]});
+                /* is the worker expected? (a gateway cannot AND two fields) */
+                meta.expected = meta.expected & meta.worker_bit;
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }
@@ -130,7 +130,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
                 } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
                     prepare(KIND_PROBE);
-                } else if (hdr.sa.op == OP_DATA && (meta.expected & meta.worker_bit) != 0) {
+                } else if (hdr.sa.op == OP_DATA && meta.expected != 0) {
                     prepare(KIND_DATA);
                 } else if (hdr.sa.op == OP_DATA) {
                     prepare(KIND_UNEXPECTED);
@@ -138,16 +138,16 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     prepare(KIND_TAKEOVER);
                 } else {
                     prepare(KIND_HELPER_RESULT);
-                    meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
+                    meta.progress_in = (bit<18>)COMPLETE_BASE | (bit<18>)hdr.sa.count;
                 }
                 meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
                 if (meta.fan_in <= 1) {
                     meta.start_done = 1;
                 }
                 if (meta.kind == KIND_DATA) {
-                    meta.progress_in = AGGREGATING_BASE | 1;
+                    meta.progress_in = (bit<18>)(AGGREGATING_BASE | 1);
                     if (meta.start_done == 1) {
-                        meta.progress_in = COMPLETE_BASE | 1;
+                        meta.progress_in = (bit<18>)(COMPLETE_BASE | 1);
                     }
                 }
             }

@@ -196,8 +196,7 @@ struct ingress_metadata_t {
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
-    member_index_t member_index; /* index ++ worker[4:0], the same way */
-    bit<32>     progress_in;
+    bit<18>     progress_in;   /* a progress word to write (all are below 2^18) */
     bit<32>     limit_add;
     bit<32>     check_delta;
     bit<1>      start_done;
