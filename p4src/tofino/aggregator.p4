@@ -420,13 +420,13 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         contributors_sel.apply();
         max_exp_sel.apply();
         helper_id_sel.apply();
-        /* old_progress >= limit_add (an addition completes the chunk) when add_margin's sign
-         * bit is 0 (both below 2^31); old_progress > limit_add (a duplicate completes it)
-         * when that holds and they differ */
-        meta.add_margin = meta.old_progress - meta.limit_add;
+        /* an addition completes the chunk when old_progress >= limit_add, i.e. nothing is
+         * left of limit_add - old_progress (saturating, in place: limit_add is not read
+         * after this); a duplicate when moreover old_progress is not limit_add itself */
         if (meta.old_progress == meta.limit_add) {
             meta.at_limit = 1;
         }
+        meta.limit_add = meta.limit_add |-| meta.old_progress;
         meta.rd_count = meta.old_progress[7:0];
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {

@@ -1,9 +1,8 @@
 /* The answer of pass 1 (docs/protocol.md §4.2-§4.4, in the v1model program's order), from what
  * the aggregator's registers returned: one ternary table with const entries. An addition
- * completes the chunk when add_margin's sign bit is 0 (old progress >= limit_add), a duplicate
- * when moreover old progress is not limit_add itself (at_limit 0): the comparison is the
- * subtraction the aggregator did, read by the table, since one action cannot subtract and then
- * move a bit. */
+ * completes the chunk when limit_add, as the aggregator leaves it (limit_add |-| old progress),
+ * is 0, i.e. old progress >= limit_add; a duplicate when moreover old progress is not limit_add
+ * itself (at_limit 0): the comparisons are the aggregator's, read by the table. */
 #ifndef SA_ATP_TNA_DECIDE_P4
 #define SA_ATP_TNA_DECIDE_P4
 
@@ -22,7 +21,7 @@ control Decide(inout ingress_metadata_t meta) {
     table decide {
         key = { meta.kind: ternary; meta.situation: ternary; meta.scale_ok: ternary;
                 meta.old_progress[17:16]: ternary; meta.is_member: ternary;
-                meta.add_margin[31:31]: ternary; meta.at_limit: ternary;
+                meta.limit_add: ternary; meta.at_limit: ternary;
                 meta.start_done: ternary; }
         actions = { respond; bounce; not_expected; NoAction; }
         const entries = {

@@ -104,8 +104,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
                 /* index = abs_slot ++ SET (the member index is hashed where it is used) */
                 meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-                /* is the worker expected? (a gateway cannot AND two fields) */
-                meta.expected = meta.expected & meta.worker_bit;
+                /* is the worker expected? (a gateway cannot AND two fields; worker_bit is used
+                 * only for an expected worker's DATA, which this leaves as it is) */
+                meta.worker_bit = meta.worker_bit & meta.expected;
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }
@@ -130,7 +131,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
                 } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
                     prepare(KIND_PROBE);
-                } else if (hdr.sa.op == OP_DATA && meta.expected != 0) {
+                } else if (hdr.sa.op == OP_DATA && meta.worker_bit != 0) {
                     prepare(KIND_DATA);
                 } else if (hdr.sa.op == OP_DATA) {
                     prepare(KIND_UNEXPECTED);

@@ -208,7 +208,6 @@ struct ingress_metadata_t {
     bit<1>      is_member;
     bit<32>     old_progress;
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
-    bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
     bit<1>      at_limit;    /* old_progress == limit_add: a duplicate does not complete */
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
