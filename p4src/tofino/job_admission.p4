@@ -13,7 +13,8 @@ control JobAdmission(in headers_t hdr, inout ingress_metadata_t meta,
         meta.num_slots = num_slots;
         meta.fan_in = fan_in;
         meta.expected = expected;
-        meta.job_group = group;
+        meta.resub.setValid();   /* its group is the job's group in every pass (types.p4) */
+        meta.resub.job_group = group;
         meta.inband_fanin = inband_fanin;
     }
 

@@ -76,20 +76,19 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 bounce_to_sender();
                 hdr.sa.reason = BOUNCE_PENDING;
                 from_switch();
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             } else if (meta.lane_op != LANES_KEEP) {
                 meta.resub.setValid();
                 meta.resub.lane_op = meta.lane_op;
                 meta.resub.response = meta.response;
                 meta.resub.job_index = meta.job_index;
-                meta.resub.job_group = meta.job_group;
                 meta.resub.index = meta.index;
                 ig_dprsr_md.resubmit_type = 1;
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
                 hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
                 from_switch();
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             }
         } else if (meta.pass == PASS_LANES && meta.response != RESPOND_NONE) {
             PortId_t reply_port = ig_intr_md.ingress_port;
@@ -131,7 +130,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.setValid();
                 hdr.pass.response = meta.response;
                 hdr.pass.job_index = meta.job_index;
-                hdr.pass.job_group = meta.job_group;
+                hdr.pass.job_group = meta.resub.job_group;
                 hdr.pass.port = reply_port;
                 hdr.pass.index = meta.index;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
@@ -142,7 +141,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_tm_md.ucast_egress_port = reply_port;
                 meta.to_cpu = 1;
             } else {
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             }
         } else if (meta.pass == PASS_HIGH) {
             if (hdr.pass.response == RESPOND_COPY) {

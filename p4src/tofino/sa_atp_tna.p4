@@ -139,9 +139,15 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     prepare(KIND_TAKEOVER);
                 } else {
                     prepare(KIND_HELPER_RESULT);
-                    meta.progress_in = (bit<18>)COMPLETE_BASE | (bit<18>)hdr.sa.count;
+                    /* COMPLETE_BASE | count, as a constant and a move: no ALU operation ties
+                     * the count's container to the word's */
+                    meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
+                    meta.progress_in[7:0] = hdr.sa.count;
                 }
-                meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
+                /* AGGREGATING_BASE + fan_in - 1 in two steps, a move and an addition in place:
+                 * an 8-bit operand of a 32-bit addition would take a 32-bit container alone */
+                meta.limit_add = (bit<32>)meta.fan_in;
+                meta.limit_add = meta.limit_add + (AGGREGATING_BASE - 1);
                 if (meta.fan_in <= 1) {
                     meta.start_done = 1;
                 }
@@ -184,7 +190,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             meta.lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
-            meta.job_group = meta.resub.job_group;
         } else {
             meta.index = hdr.pass.index;
             meta.lane_op = LANES_HIGH;

@@ -76,7 +76,7 @@ header resubmit_h {
     bit<4>      _pad0;
     bit<4>      response;
     bit<8>      job_index;
-    bit<16>     job_group;
+    bit<16>     job_group;   /* the job's group: the admission writes it here in pass 1 */
     bit<3>      _pad1;
     agg_index_t index;       /* the aggregator: a copy of meta.index */
     bit<8>      _pad2;
@@ -187,7 +187,6 @@ struct ingress_metadata_t {
     bit<16>     num_slots;
     bit<8>      fan_in;
     bit<32>     expected;
-    bit<16>     job_group;
     bit<1>      inband_fanin;
     bit<32>     worker_bit;
     bit<1>      transit;
