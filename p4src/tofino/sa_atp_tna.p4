@@ -80,6 +80,10 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             meta.sa_valid = 1;
         }
         bit<4> rx_op = 0;
+        /* What this pass does to the lanes, known from the parser's results alone (never
+         * from pass 1's decisions, which wait for pass 2): the lane registers need not wait
+         * for the state chain and can share its stages. */
+        bit<3> lane_op = LANES_KEEP;
         bool use_l2 = false;
         bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
 
@@ -178,9 +182,15 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     hdr.sa.worker = 0;
                     meta.kind = KIND_MGMT_CLEAR;
                     meta.lane_op = LANES_CLEAR;
+                    hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                    lane_op = LANES_STORE;   /* zeroes */
                 } else {
                     meta.kind = KIND_MGMT_READ;
                     meta.lane_op = LANES_LOAD;
+                    lane_op = LANES_LOAD;
                 }
             } else {
                 ig_dprsr_md.drop_ctl = 1;
@@ -188,26 +198,18 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         } else if (meta.pass == PASS_LANES) {
             meta.index = meta.resub.index;
             meta.lane_op = meta.resub.lane_op;
+            lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
         } else {
             meta.index = hdr.pass.index;
             meta.lane_op = LANES_HIGH;
+            lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }
 
         aggregator.apply(hdr, meta);
         decide.apply(meta);
-        bit<3> lane_op = meta.lane_op;
-        if (meta.pass == PASS_STATE) {
-            lane_op = LANES_KEEP;   /* pass 1 decides; the lanes wait for pass 2 */
-        } else if (lane_op == LANES_CLEAR) {
-            hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-            lane_op = LANES_STORE;
-        }
         lanes.apply(hdr, lane_op, meta.index);
         passes.apply(ig_intr_md, meta);
         respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
