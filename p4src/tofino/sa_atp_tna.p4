@@ -69,6 +69,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
      * is hashed in aggregator.p4, straight into the member register's address. */
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;   /* a management request's */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) lanes_of;    /* the same, for the lanes */
 
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
@@ -84,11 +85,16 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
          * from pass 1's decisions, which wait for pass 2): the lane registers need not wait
          * for the state chain and can share its stages. */
         bit<3> lane_op = LANES_KEEP;
+        agg_index_t lane_index = 0;   /* and the aggregator, the same way */
         bool use_l2 = false;
         bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
 
         if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
             received = true;
+            /* the loss draw, at once (it has no other effect): used below only where the
+             * v1model program draws, it need not wait for the admission's checks */
+            bool lost;
+            drop_sim.apply(ig_intr_md.ingress_port, lost);
             if (hdr.sa.isValid()) {
                 rx_op = hdr.sa.op;
             }
@@ -116,12 +122,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 }
                 if (meta.transit == 1) {
                     use_l2 = true;   /* aggregated by another switch */
-                } else if (meta.drop_reason == DROP_NONE) {
-                    bool lost;
-                    drop_sim.apply(ig_intr_md.ingress_port, lost);
-                    if (lost) {
-                        meta.drop_reason = DROP_SIM;
-                    }
+                } else if (meta.drop_reason == DROP_NONE && lost) {
+                    meta.drop_reason = DROP_SIM;
                 }
                 if (meta.transit == 1 || meta.drop_reason != DROP_NONE) {
                     /* nothing for the aggregator */
@@ -172,6 +174,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
                 meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
+                lane_index = lanes_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                     /* what the registers' claims write, and what the report says */
@@ -197,12 +200,14 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             }
         } else if (meta.pass == PASS_LANES) {
             meta.index = meta.resub.index;
+            lane_index = meta.resub.index;
             meta.lane_op = meta.resub.lane_op;
             lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
         } else {
             meta.index = hdr.pass.index;
+            lane_index = hdr.pass.index;
             meta.lane_op = LANES_HIGH;
             lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
@@ -210,7 +215,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
 
         aggregator.apply(hdr, meta);
         decide.apply(meta);
-        lanes.apply(hdr, lane_op, meta.index);
+        lanes.apply(hdr, lane_op, lane_index);
         passes.apply(ig_intr_md, meta);
         respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
 
