@@ -58,7 +58,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- run_id: the run against the slot's (serial-number arithmetic) ---------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_claim = {
-        void apply(inout bit<32> cell) { cell = meta.run_in; }
+        void apply(inout bit<32> cell) { cell = hdr.sa.run; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<2>>(run_id) run_id_compare = {
         void apply(inout bit<32> cell, out bit<2> rv) {
@@ -91,7 +91,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_run_id_compare_claim() {
         meta.run_class = run_id_compare_claim.execute(meta.index);
     }
-    action do_run_id_read() { meta.rd_run = run_id_read.execute(meta.index); }
+    action do_run_id_read() { hdr.sa.run = run_id_read.execute(meta.index); }   /* a report */
     table run_id_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.was_valid: ternary; }
         actions = { do_run_id_claim; do_run_id_compare; do_run_id_compare_claim; do_run_id_read;
@@ -103,14 +103,14 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, _, 0): NoAction();
             (PASS_STATE, _, _): do_run_id_compare();
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_run_id_claim();
-            (PASS_LANES, _, _): do_run_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _): do_run_id_read();
         }
         const default_action = NoAction();
     }
 
     /* -- chunk_id: where the slot stands for this packet (meta.situation) ------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_claim = {
-        void apply(inout bit<32> cell) { cell = meta.chunk_in; }
+        void apply(inout bit<32> cell) { cell = hdr.sa.chunk; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<2>>(chunk_id) chunk_id_compare = {
         void apply(inout bit<32> cell, out bit<2> rv) {
@@ -146,7 +146,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_chunk_id_compare_claim() {
         meta.situation = chunk_id_compare_claim.execute(meta.index);
     }
-    action do_chunk_id_read() { meta.rd_chunk = chunk_id_read.execute(meta.index); }
+    action do_chunk_id_read() { hdr.sa.chunk = chunk_id_read.execute(meta.index); }   /* a report */
     action situation_newer() { meta.situation = SIT_NEWER; }     /* empty, or an older run */
     action situation_old_run() { meta.situation = SIT_OLD_RUN; }
     table chunk_id_sel {
@@ -162,7 +162,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_DATA, _, _): do_chunk_id_claim();
             (PASS_STATE, _, _, _): situation_newer();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_chunk_id_claim();
-            (PASS_LANES, _, _, _): do_chunk_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _, _): do_chunk_id_read();
         }
         const default_action = NoAction();
     }
@@ -189,7 +189,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- agreed_scale --------------------------------------------------------------------- */
     RegisterAction<bit<16>, agg_index_t, bit<16>>(agreed_scale) agreed_scale_claim = {
-        void apply(inout bit<16> cell) { cell = meta.scale_in; }
+        void apply(inout bit<16> cell) { cell = hdr.sa.scale; }
     };
     RegisterAction<bit<16>, agg_index_t, bit<1>>(agreed_scale) agreed_scale_compare = {
         void apply(inout bit<16> cell, out bit<1> rv) {
@@ -230,7 +230,11 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             cell = meta.gen;
         }
     };
-    action do_member_join() { meta.is_member = member_join.execute(meta.member_index); }
+    /* [index * 32 + worker (< 32)]: an identity hash, straight into the register's address */
+    Hash<member_index_t>(HashAlgorithm_t.IDENTITY) member_of;
+    action do_member_join() {
+        meta.is_member = member_join.execute(member_of.get({meta.index, hdr.sa.worker[4:0]}));
+    }
     table member_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; }
@@ -245,9 +249,12 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
      * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
      * over to a helper, or nothing (a read). */
-    action check_duplicate() { meta.check_limit = meta.limit_dup; meta.check_delta = DUP_COMPLETE; }
-    action check_takeover() { meta.check_limit = AGGREGATING_BASE; meta.check_delta = TAKE_OVER; }
-    action check_nothing() { meta.check_limit = NEVER; meta.check_delta = 0; }
+    /* progress_check adds check_delta to a cell above limit_add: a duplicate completes the
+     * chunk when the count is past fan-in - 1; a takeover, which has no other use for
+     * limit_add, sets it so that it finds the slot AGGREGATING; a read adds nothing. */
+    action check_duplicate() { meta.check_delta = DUP_COMPLETE; }
+    action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.check_delta = TAKE_OVER; }
+    action check_nothing() { meta.check_delta = 0; }
     table progress_check_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; }
@@ -261,7 +268,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- progress: phase << 16 | count ----------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.progress_in; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = (bit<32>)meta.progress_in; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_add = {
         void apply(inout bit<32> cell, out bit<32> rv) {
@@ -276,7 +283,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_check = {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
-            if (cell >= meta.check_limit) {
+            if (cell > meta.limit_add) {
                 cell = cell + meta.check_delta;
             }
         }
@@ -285,7 +292,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
             if (cell >= TAKEN_BASE && cell < AGGREGATING_BASE) {
-                cell = meta.progress_in;
+                cell = (bit<32>)meta.progress_in;
             }
         }
     };
@@ -312,7 +319,10 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- contributors ---------------------------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.bitmap_in; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.worker_bit; }
+    };
+    RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_helper = {
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = hdr.sa.bitmap; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_join = {
         void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = cell | meta.worker_bit; }
@@ -323,14 +333,16 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     action do_contributors_claim() { meta.rd_bitmap = contributors_claim.execute(meta.index); }
     action do_contributors_join() { meta.rd_bitmap = contributors_join.execute(meta.index); }
     action do_contributors_read() { meta.rd_bitmap = contributors_read.execute(meta.index); }
+    action do_contributors_helper() { meta.rd_bitmap = contributors_helper.execute(meta.index); }
     table contributors_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; meta.old_progress[17:16]: ternary; }
-        actions = { do_contributors_claim; do_contributors_join; do_contributors_read; NoAction; }
+        actions = { do_contributors_claim; do_contributors_join; do_contributors_read;
+                    do_contributors_helper; NoAction; }
         const entries = {
             (PASS_STATE, KIND_NONE, _, _, _): NoAction();
             (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_contributors_claim();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_helper();
             (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING): do_contributors_join();
             (PASS_STATE, _, _, _, _): do_contributors_read();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_contributors_claim();
@@ -341,7 +353,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- max_exp --------------------------------------------------------------------------- */
     RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_claim = {
-        void apply(inout bit<16> cell) { cell = meta.exp_in; }
+        void apply(inout bit<16> cell) { cell = hdr.sa.exp; }
     };
     RegisterAction<bit<16>, agg_index_t, bit<16>>(max_exp) max_exp_raise = {
         void apply(inout bit<16> cell) {
@@ -373,13 +385,14 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     /* -- helper_id ------------------------------------------------------------------------- */
     RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_write = {
-        void apply(inout bit<8> cell) { cell = meta.helper_in; }
+        void apply(inout bit<8> cell) { cell = hdr.sa.worker; }
     };
     RegisterAction<bit<8>, agg_index_t, bit<8>>(helper_id) helper_id_read = {
         void apply(inout bit<8> cell, out bit<8> rv) { rv = cell; }
     };
     action do_helper_id_write() { helper_id_write.execute(meta.index); }
-    action do_helper_id_read() { meta.rd_helper = helper_id_read.execute(meta.index); }
+    /* into the header's worker: only a TAKEN bounce (pass 1) and a report read it */
+    action do_helper_id_read() { hdr.sa.worker = helper_id_read.execute(meta.index); }
     table helper_id_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.old_progress[17:16]: ternary; }
@@ -390,7 +403,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
             (PASS_STATE, KIND_DATA, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
             (PASS_STATE, KIND_PROBE, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_helper_id_write();
-            (PASS_LANES, _, _, _): do_helper_id_read();
+            (PASS_LANES, KIND_MGMT_READ, _, _): do_helper_id_read();
         }
         const default_action = NoAction();
     }
@@ -407,9 +420,13 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         contributors_sel.apply();
         max_exp_sel.apply();
         helper_id_sel.apply();
-        /* old_progress >= limit (both below 2^31): the chunk completes, the sign bit is 0 */
-        meta.add_margin = meta.old_progress - meta.limit_add;
-        meta.dup_margin = meta.old_progress - meta.limit_dup;
+        /* an addition completes the chunk when old_progress >= limit_add, i.e. nothing is
+         * left of limit_add - old_progress (saturating, in place: limit_add is not read
+         * after this); a duplicate when moreover old_progress is not limit_add itself */
+        if (meta.old_progress == meta.limit_add) {
+            meta.at_limit = 1;
+        }
+        meta.limit_add = meta.limit_add |-| meta.old_progress;
         meta.rd_count = meta.old_progress[7:0];
         if (meta.pass == PASS_STATE && meta.kind == KIND_DATA && meta.situation == SIT_NEWER
                 && meta.old_progress[17:16] == PHASE_AGGREGATING) {

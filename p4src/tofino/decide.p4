@@ -1,7 +1,8 @@
 /* The answer of pass 1 (docs/protocol.md §4.2-§4.4, in the v1model program's order), from what
- * the aggregator's registers returned: one ternary table with const entries. A margin's sign bit
- * is 0 when the chunk completes (old progress >= the limit): the comparison is the subtraction
- * the aggregator did, read by the table, since one action cannot subtract and then move a bit. */
+ * the aggregator's registers returned: one ternary table with const entries. An addition
+ * completes the chunk when limit_add, as the aggregator leaves it (limit_add |-| old progress),
+ * is 0, i.e. old progress >= limit_add; a duplicate when moreover old progress is not limit_add
+ * itself (at_limit 0): the comparisons are the aggregator's, read by the table. */
 #ifndef SA_ATP_TNA_DECIDE_P4
 #define SA_ATP_TNA_DECIDE_P4
 
@@ -20,7 +21,7 @@ control Decide(inout ingress_metadata_t meta) {
     table decide {
         key = { meta.kind: ternary; meta.situation: ternary; meta.scale_ok: ternary;
                 meta.old_progress[17:16]: ternary; meta.is_member: ternary;
-                meta.add_margin[31:31]: ternary; meta.dup_margin[31:31]: ternary;
+                meta.limit_add: ternary; meta.at_limit: ternary;
                 meta.start_done: ternary; }
         actions = { respond; bounce; not_expected; NoAction; }
         const entries = {
@@ -38,7 +39,7 @@ control Decide(inout ingress_metadata_t meta) {
             (KIND_DATA, _, _, PHASE_TAKEN, _, _, _, _): bounce(BOUNCE_TAKEN);
             (KIND_DATA, _, 0, _, _, _, _, _): bounce(BOUNCE_SCALE_MISMATCH);
             (KIND_DATA, _, _, PHASE_COMPLETE, _, _, _, _): respond(RESPOND_COPY, LANES_LOAD);
-            (KIND_DATA, _, _, _, 1, _, 0, _): respond(RESPOND_RESULT, LANES_LOAD);
+            (KIND_DATA, _, _, _, 1, 0, 0, _): respond(RESPOND_RESULT, LANES_LOAD);
             (KIND_DATA, _, _, _, 1, _, _, _): respond(RESPOND_PENDING, LANES_KEEP);
             (KIND_DATA, _, _, _, _, 0, _, _): respond(RESPOND_RESULT, LANES_ADD);
             (KIND_DATA, _, _, _, _, _, _, _): respond(RESPOND_ABSORB, LANES_ADD);

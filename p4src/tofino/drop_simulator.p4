@@ -21,9 +21,9 @@ control DropSimulator(in PortId_t port, out bool dropped) {
     apply {
         bit<32> r = rng.get();
         loss.apply();
-        /* r < threshold: a borrow out of r - threshold */
-        bit<33> margin = (bit<33>)r - (bit<33>)threshold;
-        dropped = margin[32:32] == 1;
+        /* r < threshold when something is left of threshold - r (saturating) */
+        threshold = threshold |-| r;
+        dropped = threshold != 0;
     }
 }
 

@@ -13,7 +13,8 @@ control JobAdmission(in headers_t hdr, inout ingress_metadata_t meta,
         meta.num_slots = num_slots;
         meta.fan_in = fan_in;
         meta.expected = expected;
-        meta.job_group = group;
+        meta.resub.setValid();   /* its group is the job's group in every pass (types.p4) */
+        meta.resub.job_group = group;
         meta.inband_fanin = inband_fanin;
     }
 
@@ -63,8 +64,8 @@ control JobAdmission(in headers_t hdr, inout ingress_metadata_t meta,
         bool job_known = jobs.apply().hit;
         bool registered = workers.apply().hit;
         bool helper_known = worker_ports.apply().hit;
-        /* slot >= num_slots: no borrow out of slot - num_slots */
-        bit<17> beyond = (bit<17>)hdr.sa.slot - (bit<17>)meta.num_slots;
+        /* slot >= num_slots when nothing is left of num_slots - slot (saturating) */
+        meta.num_slots = meta.num_slots |-| hdr.sa.slot;
         if (!job_known) {
             meta.drop_reason = DROP_UNKNOWN_JOB;
         } else if (meta.transit == 1) {
@@ -73,7 +74,7 @@ control JobAdmission(in headers_t hdr, inout ingress_metadata_t meta,
             meta.drop_reason = DROP_BAD_OP;
         } else if (!registered) {
             meta.drop_reason = DROP_UNREGISTERED;
-        } else if (beyond[16:16] == 0) {
+        } else if (meta.num_slots == 0) {
             meta.drop_reason = DROP_SLOT_RANGE;
         } else if (hdr.sa.op == OP_HELPER_DATA && !helper_known) {
             meta.drop_reason = DROP_UNREGISTERED;   /* no such helper in the job */

@@ -1,7 +1,7 @@
 /* Parsers and deparsers. Ingress sees three kinds of packet: from a port (pass 1: the lanes are
- * parsed into `carried`, which only proves that the frame is whole), resubmitted (pass 2: the
- * lanes into `lanes`, which the lane registers use) and recirculated from a loop port (pass 3:
- * frames pass 2 wrote, behind a pass header). The controller names the CPU and loop ports in
+ * parsed, untouched, which proves that the frame is whole), resubmitted (pass 2: the lane
+ * registers use them) and recirculated from a loop port (pass 3: frames pass 2 wrote, behind a
+ * pass header). The controller names the CPU and loop ports in
  * the parser value sets. Egress never parses the lanes: they travel as payload. */
 #ifndef SA_ATP_TNA_PARSER_P4
 #define SA_ATP_TNA_PARSER_P4
@@ -42,7 +42,6 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
 
     state parse_packet_out {
         pkt.extract(hdr.packet_out);
-        meta.mgmt_aggregator = hdr.packet_out.aggregator;   /* whole, for the report */
         transition parse_ethernet;
     }
 
@@ -98,20 +97,14 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
 
     state parse_sa_atp {
         pkt.extract(hdr.sa);
-        transition select(hdr.sa.version, ig_intr_md.resubmit_flag) {
-            (SA_ATP_VERSION, 0): parse_carried;
-            (SA_ATP_VERSION, 1): parse_lanes;
+        transition select(hdr.sa.version) {
+            SA_ATP_VERSION: parse_lanes;
             default: unsupported_version;
         }
     }
 
     state unsupported_version {
         meta.bad_version = true;
-        transition accept;
-    }
-
-    state parse_carried {
-        pkt.extract(hdr.carried);
         transition accept;
     }
 
@@ -136,7 +129,6 @@ control SaAtpIngressDeparser(packet_out pkt, inout headers_t hdr, in ingress_met
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sa);
-        pkt.emit(hdr.carried);
         pkt.emit(hdr.lanes);
     }
 }

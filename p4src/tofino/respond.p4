@@ -51,15 +51,12 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     action report(bit<8> state) {
-        describe(OP_RESULT);
-        hdr.sa.chunk = meta.rd_chunk;
-        hdr.sa.run = meta.rd_run;
-        hdr.sa.reason = state;
-        hdr.sa.worker = meta.rd_helper;
+        describe(OP_RESULT);   /* chunk and run: read into the header (aggregator.p4) */
+        hdr.sa.reason = state;   /* worker: read into the header too */
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
-        hdr.packet_in.aggregator = meta.mgmt_aggregator;   /* the request's, as in v1model */
+        hdr.packet_in.aggregator = hdr.packet_out.aggregator;   /* the request's, as in v1model */
         hdr.packet_out.setInvalid();
     }
 
@@ -71,10 +68,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     apply {
         if (meta.pass == PASS_STATE) {
             if (meta.response == RESPOND_BOUNCE) {
-                bounce_to_sender();
-                if (meta.bounce_reason == BOUNCE_TAKEN) {
-                    hdr.sa.worker = meta.rd_helper;
-                }
+                bounce_to_sender();   /* a TAKEN bounce: the helper is in worker (aggregator.p4) */
                 reply_to_sender();
                 ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
             } else if (meta.response == RESPOND_PENDING) {
@@ -82,21 +76,19 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 bounce_to_sender();
                 hdr.sa.reason = BOUNCE_PENDING;
                 from_switch();
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             } else if (meta.lane_op != LANES_KEEP) {
                 meta.resub.setValid();
                 meta.resub.lane_op = meta.lane_op;
                 meta.resub.response = meta.response;
                 meta.resub.job_index = meta.job_index;
-                meta.resub.job_group = meta.job_group;
-                meta.resub.slot = meta.abs_slot;
-                meta.resub.set = meta.set_bit;
+                meta.resub.index = meta.index;
                 ig_dprsr_md.resubmit_type = 1;
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
                 hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
                 from_switch();
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             }
         } else if (meta.pass == PASS_LANES && meta.response != RESPOND_NONE) {
             PortId_t reply_port = ig_intr_md.ingress_port;
@@ -121,9 +113,6 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 meta.old_progress = 0;
                 meta.rd_scale = 0;
                 meta.rd_exp = 0;
-                meta.rd_chunk = 0;
-                meta.rd_run = 0;
-                meta.rd_helper = 0;
                 report(SLOT_EMPTY);
             } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */
                 report(SLOT_AGGREGATING);
@@ -141,10 +130,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.setValid();
                 hdr.pass.response = meta.response;
                 hdr.pass.job_index = meta.job_index;
-                hdr.pass.job_group = meta.job_group;
+                hdr.pass.job_group = meta.resub.job_group;
                 hdr.pass.port = reply_port;
-                hdr.pass.slot = meta.abs_slot;
-                hdr.pass.set = meta.set_bit;
+                hdr.pass.index = meta.index;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
                 meta.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {
@@ -153,7 +141,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_tm_md.ucast_egress_port = reply_port;
                 meta.to_cpu = 1;
             } else {
-                to_job(meta.job_group);
+                to_job(meta.resub.job_group);
             }
         } else if (meta.pass == PASS_HIGH) {
             if (hdr.pass.response == RESPOND_COPY) {

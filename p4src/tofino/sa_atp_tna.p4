@@ -62,18 +62,18 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     Respond() respond;
     L2Forwarding() l2;
     PacketStats(true) stats;
+    /* The aggregator's indices are concatenations, built by the hash unit (identity), not by
+     * an action's ALU: an ALU operation ties the sizes of its operands' containers together
+     * (an 18-bit member index built from the slot had pulled the slot fields of the resubmit
+     * and pass headers into 32-bit containers, which their layout forbids). The member index
+     * is hashed in aggregator.p4, straight into the member register's address. */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;   /* a management request's */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) lanes_of;    /* the same, for the lanes */
 
     /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
     action prepare(bit<3> kind) {
         meta.kind = kind;
-        meta.set_bit = hdr.sa.flags[0:0];
-        meta.index = meta.abs_slot ++ hdr.sa.flags[0:0];
-        meta.run_in = hdr.sa.run;
-        meta.chunk_in = hdr.sa.chunk;
-        meta.scale_in = hdr.sa.scale;
-        meta.exp_in = hdr.sa.exp;
-        meta.helper_in = hdr.sa.worker;
-        meta.member_base = meta.abs_slot ++ hdr.sa.flags[0:0] ++ 5w0;
     }
 
     apply {
@@ -81,11 +81,20 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             meta.sa_valid = 1;
         }
         bit<4> rx_op = 0;
+        /* What this pass does to the lanes, known from the parser's results alone (never
+         * from pass 1's decisions, which wait for pass 2): the lane registers need not wait
+         * for the state chain and can share its stages. */
+        bit<3> lane_op = LANES_KEEP;
+        agg_index_t lane_index = 0;   /* and the aggregator, the same way */
         bool use_l2 = false;
         bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
 
         if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
             received = true;
+            /* the loss draw, at once (it has no other effect): used below only where the
+             * v1model program draws, it need not wait for the admission's checks */
+            bool lost;
+            drop_sim.apply(ig_intr_md.ingress_port, lost);
             if (hdr.sa.isValid()) {
                 rx_op = hdr.sa.op;
             }
@@ -102,18 +111,19 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 bool host_op = hdr.sa.op == OP_DATA || hdr.sa.op == OP_TAKEOVER
                                || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
                 admission.apply(hdr, meta, ig_intr_md, host_op);
-                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);   /* a stage before prepare */
+                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
+                /* index = abs_slot ++ SET (the member index is hashed where it is used) */
+                meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
+                /* is the worker expected? (a gateway cannot AND two fields; worker_bit is used
+                 * only for an expected worker's DATA, which this leaves as it is) */
+                meta.worker_bit = meta.worker_bit & meta.expected;
                 if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
                     meta.fan_in = hdr.sa.fanin;
                 }
                 if (meta.transit == 1) {
                     use_l2 = true;   /* aggregated by another switch */
-                } else if (meta.drop_reason == DROP_NONE) {
-                    bool lost;
-                    drop_sim.apply(ig_intr_md.ingress_port, lost);
-                    if (lost) {
-                        meta.drop_reason = DROP_SIM;
-                    }
+                } else if (meta.drop_reason == DROP_NONE && lost) {
+                    meta.drop_reason = DROP_SIM;
                 }
                 if (meta.transit == 1 || meta.drop_reason != DROP_NONE) {
                     /* nothing for the aggregator */
@@ -127,30 +137,30 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
                 } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
                     prepare(KIND_PROBE);
-                } else if (hdr.sa.op == OP_DATA && (meta.expected & meta.worker_bit) != 0) {
+                } else if (hdr.sa.op == OP_DATA && meta.worker_bit != 0) {
                     prepare(KIND_DATA);
-                    meta.bitmap_in = meta.worker_bit;
                 } else if (hdr.sa.op == OP_DATA) {
                     prepare(KIND_UNEXPECTED);
                 } else if (hdr.sa.op == OP_TAKEOVER) {
                     prepare(KIND_TAKEOVER);
                 } else {
                     prepare(KIND_HELPER_RESULT);
-                    meta.bitmap_in = hdr.sa.bitmap;
-                    meta.progress_in = COMPLETE_BASE | (bit<32>)hdr.sa.count;
+                    /* COMPLETE_BASE | count, as a constant and a move: no ALU operation ties
+                     * the count's container to the word's */
+                    meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
+                    meta.progress_in[7:0] = hdr.sa.count;
                 }
-                /* index * 32 + worker (< 32), added rather than concatenated, a stage after
-                 * prepare: no slice of the worker's id, so it stays whole wherever it is copied */
-                meta.member_index = meta.member_base + (member_index_t)meta.helper_in;
-                meta.limit_add = AGGREGATING_BASE + (bit<32>)meta.fan_in - 1;
-                meta.limit_dup = AGGREGATING_BASE + (bit<32>)meta.fan_in;
+                /* AGGREGATING_BASE + fan_in - 1 in two steps, a move and an addition in place:
+                 * an 8-bit operand of a 32-bit addition would take a 32-bit container alone */
+                meta.limit_add = (bit<32>)meta.fan_in;
+                meta.limit_add = meta.limit_add + (AGGREGATING_BASE - 1);
                 if (meta.fan_in <= 1) {
                     meta.start_done = 1;
                 }
                 if (meta.kind == KIND_DATA) {
-                    meta.progress_in = AGGREGATING_BASE | 1;
+                    meta.progress_in = (bit<18>)(AGGREGATING_BASE | 1);
                     if (meta.start_done == 1) {
-                        meta.progress_in = COMPLETE_BASE | 1;
+                        meta.progress_in = (bit<18>)(COMPLETE_BASE | 1);
                     }
                 }
             }
@@ -163,45 +173,49 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                             || hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR;
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
-                meta.index = hdr.packet_out.aggregator[12:0];
-                meta.abs_slot = hdr.packet_out.aggregator[12:1];
-                meta.set_bit = hdr.packet_out.aggregator[0:0];
+                meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
+                lane_index = lanes_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
+                    /* what the registers' claims write, and what the report says */
+                    hdr.sa.run = 0;
+                    hdr.sa.chunk = 0;
+                    hdr.sa.scale = 0;
+                    hdr.sa.exp = 0;
+                    hdr.sa.worker = 0;
                     meta.kind = KIND_MGMT_CLEAR;
                     meta.lane_op = LANES_CLEAR;
+                    hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                    lane_op = LANES_STORE;   /* zeroes */
                 } else {
                     meta.kind = KIND_MGMT_READ;
                     meta.lane_op = LANES_LOAD;
+                    lane_op = LANES_LOAD;
                 }
             } else {
                 ig_dprsr_md.drop_ctl = 1;
             }
         } else if (meta.pass == PASS_LANES) {
-            meta.index = meta.resub.slot ++ meta.resub.set;
+            meta.index = meta.resub.index;
+            lane_index = meta.resub.index;
             meta.lane_op = meta.resub.lane_op;
+            lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
-            meta.job_group = meta.resub.job_group;
         } else {
-            meta.index = hdr.pass.slot ++ hdr.pass.set;
+            meta.index = hdr.pass.index;
+            lane_index = hdr.pass.index;
             meta.lane_op = LANES_HIGH;
+            lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }
 
         aggregator.apply(hdr, meta);
         decide.apply(meta);
-        bit<3> lane_op = meta.lane_op;
-        if (meta.pass == PASS_STATE) {
-            lane_op = LANES_KEEP;   /* pass 1 decides; the lanes wait for pass 2 */
-        } else if (lane_op == LANES_CLEAR) {
-            hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-            lane_op = LANES_STORE;
-        }
-        lanes.apply(hdr, lane_op, meta.index);
+        lanes.apply(hdr, lane_op, lane_index);
         passes.apply(ig_intr_md, meta);
         respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
 

@@ -101,7 +101,7 @@ def test_the_models_codes_are_the_programs():
 DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range(2),
            "meta.run_class": range(4), "meta.situation": range(4), "meta.scale_ok": range(2),
            "meta.is_member": range(2), "meta.old_progress[17:16]": range(4),
-           "meta.add_margin[31:31]": range(2), "meta.dup_margin[31:31]": range(2),
+           "meta.limit_add": range(2), "meta.at_limit": range(2),
            "meta.start_done": range(2)}
 
 
@@ -134,8 +134,10 @@ def test_the_models_tables_are_the_const_entries(table):
         values = dict(zip(names, combo, strict=True))
         m = {k.removeprefix("meta."): v for k, v in values.items()}
         m["phase"] = values.get("meta.old_progress[17:16]", 0)
-        for margin in ("add", "dup"):  # a margin's sign bit is 0 when the chunk completes
-            m[f"{margin}_done"] = 1 - values.get(f"meta.{margin}_margin[31:31]", 1)
+        # decide reads limit_add |-| old progress: 0 when an addition completes the chunk; a
+        # duplicate completes it when moreover old progress is not at the limit (decide.p4)
+        m["add_done"] = int(values.get("meta.limit_add", 1) == 0)
+        m["dup_done"] = m["add_done"] * (1 - values.get("meta.at_limit", 0))
         got = _call(tcam(t, values, consts), consts)
         want = tables.decide(m) if table == "decide" else (tables.SELECTORS[table](m), ())
         assert got == want, f"{table} at {m}"

@@ -43,7 +43,6 @@ const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 *
 const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
 const bit<32> DUP_COMPLETE      = 0xFFFE0000;       /* AGGREGATING -> COMPLETE */
 const bit<32> TAKE_OVER         = 0xFFFF0000;       /* AGGREGATING -> TAKEN */
-const bit<32> NEVER             = 0xFFFFFFFF;       /* a limit no progress word reaches */
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
@@ -69,18 +68,18 @@ const bit<4> RESPOND_PENDING       = 8;
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 
-/* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). */
+/* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). Each field has its own byte(s),
+ * so that each container it lands in has one source. */
 header resubmit_h {
-    bit<5>      _pad4;       /* each field its own byte(s): one source per container */
+    bit<5>      _pad4;
     bit<3>      lane_op;
     bit<4>      _pad0;
     bit<4>      response;
     bit<8>      job_index;
-    bit<16>     job_group;
-    bit<4>      _pad1;
-    bit<12>     slot;        /* the aggregator index is slot ++ set: two fields, two containers, */
-    bit<7>      _pad2;       /* so that each write has one source */
-    bit<1>      set;
+    bit<16>     job_group;   /* the job's group: the admission writes it here in pass 1 */
+    bit<3>      _pad1;
+    agg_index_t index;       /* the aggregator: a copy of meta.index */
+    bit<8>      _pad2;
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -91,10 +90,8 @@ header pass_h {
     bit<16>     job_group;
     bit<7>      _pad1;
     PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
-    bit<4>      _pad2;
-    bit<12>     slot;        /* the aggregator index is slot ++ set, as in resubmit_h */
-    bit<7>      _pad3;
-    bit<1>      set;
+    bit<3>      _pad2;
+    agg_index_t index;       /* the aggregator, as in resubmit_h */
 }
 
 /* Ingress -> egress, filled in one action at the end of ingress from the metadata of the same
@@ -164,8 +161,11 @@ struct headers_t {
     ipv4_h       ipv4;
     udp_h        udp;
     sa_atp_h     sa;
-    lanes_h      carried;    /* pass 1: parsed so that a short frame is an error, never used */
-    lanes_h      lanes;      /* passes 2 and 3: what the lane registers add and return */
+    /* Pass 1 parses the lanes only so that a short frame is an error; passes 2 and 3 add them
+     * and return them. One header for all three passes: the 64 words take normal PHV
+     * containers in any case (the registers write them), so a header of pass 1's own would
+     * only add to them. */
+    lanes_h      lanes;
 }
 
 struct ingress_metadata_t {
@@ -187,7 +187,6 @@ struct ingress_metadata_t {
     bit<16>     num_slots;
     bit<8>      fan_in;
     bit<32>     expected;
-    bit<16>     job_group;
     bit<1>      inband_fanin;
     bit<32>     worker_bit;
     bit<1>      transit;
@@ -195,21 +194,9 @@ struct ingress_metadata_t {
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
-    bit<1>      set_bit;     /* index = abs_slot ++ set_bit */
-    bit<32>     mgmt_aggregator;   /* a management request's aggregator, copied by the parser */
-    agg_index_t index;
-    member_index_t member_base;   /* index * 32 */
-    member_index_t member_index;
-    bit<32>     run_in;
-    bit<32>     chunk_in;
-    bit<16>     scale_in;
-    bit<32>     bitmap_in;
-    bit<16>     exp_in;
-    bit<8>      helper_in;
-    bit<32>     progress_in;
+    agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
+    bit<18>     progress_in;   /* a progress word to write (all are below 2^18) */
     bit<32>     limit_add;
-    bit<32>     limit_dup;
-    bit<32>     check_limit;
     bit<32>     check_delta;
     bit<1>      start_done;
     bit<8>      was_valid;
@@ -220,14 +207,10 @@ struct ingress_metadata_t {
     bit<1>      is_member;
     bit<32>     old_progress;
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
-    bit<32>     add_margin;  /* old_progress - limit_add: sign bit 0 = an addition completes */
-    bit<32>     dup_margin;  /* old_progress - limit_dup: sign bit 0 = a duplicate completes */
-    bit<32>     rd_run;
-    bit<32>     rd_chunk;
+    bit<1>      at_limit;    /* old_progress == limit_add: a duplicate does not complete */
     bit<16>     rd_scale;
     bit<32>     rd_bitmap;
     bit<16>     rd_exp;
-    bit<8>      rd_helper;
     /* the answer */
     bit<3>      lane_op;
     bit<4>      response;

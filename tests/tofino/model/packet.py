@@ -12,7 +12,7 @@ from protocol import constants as P
 
 LAYOUTS = {
     "pass": (("response", 4), ("_pad0", 4), ("job_index", 8), ("job_group", 16), ("_pad1", 7),
-             ("port", 9), ("_pad2", 4), ("slot", 12), ("_pad3", 7), ("set", 1)),
+             ("port", 9), ("_pad2", 3), ("index", 13)),
     "packet_out": (("opcode", 8), ("aggregator", 32)),
     "packet_in": (("ingress_port", 9), ("_pad", 7), ("opcode", 8), ("aggregator", 32)),
     "ethernet": (("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)),
@@ -22,18 +22,18 @@ LAYOUTS = {
     "udp": (("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)),
     "sa": P.HEADER_FIELDS,
 }
-EMIT_ORDER = ("pass", "packet_in", "ethernet", "ipv4", "udp", "sa", "carried", "lanes")
+EMIT_ORDER = ("pass", "packet_in", "ethernet", "ipv4", "udp", "sa", "lanes")
 RESPOND_REPORT = 7
 
 
 def size(name: str) -> int:
-    if name in ("carried", "lanes"):
+    if name == "lanes":
         return 4 * P.LANES
     return sum(bits for _, bits in LAYOUTS[name]) // 8
 
 
 def unpack(name: str, data: bytes):
-    if name in ("carried", "lanes"):
+    if name == "lanes":
         return list(struct.unpack(f"!{P.LANES}I", data))
     value, fields, shift = int.from_bytes(data, "big"), {}, 8 * len(data)
     for field_name, bits in LAYOUTS[name]:
@@ -43,7 +43,7 @@ def unpack(name: str, data: bytes):
 
 
 def pack(name: str, fields) -> bytes:
-    if name in ("carried", "lanes"):
+    if name == "lanes":
         return struct.pack(f"!{P.LANES}I", *fields)
     value = 0
     for field_name, bits in LAYOUTS[name]:
@@ -108,11 +108,11 @@ def parse_ingress(frame: bytes, port: int, resubmitted: bool, cpu_ports: set[int
             if not r.extract(name):
                 break
         return r.done()
-    _parse_frame(r, resubmitted)
+    _parse_frame(r)
     return r.done()
 
 
-def _parse_frame(r: _Reader, resubmitted: bool) -> None:
+def _parse_frame(r: _Reader) -> None:
     if not r.extract("ethernet") or r.packet.hdr["ethernet"]["ether_type"] != P.ETHERTYPE_IPV4:
         return
     if not r.extract("ipv4"):
@@ -128,7 +128,7 @@ def _parse_frame(r: _Reader, resubmitted: bool) -> None:
     if r.packet.hdr["sa"]["version"] != P.VERSION:
         r.packet.bad_version = True
         return
-    r.extract("lanes" if resubmitted else "carried")
+    r.extract("lanes")
 
 
 def parse_egress(frame: bytes, bridge: dict) -> Packet:

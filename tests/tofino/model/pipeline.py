@@ -123,7 +123,7 @@ class TnaModel:
             m.update(index=resub["index"], lane_op=resub["lane_op"], response=resub["response"],
                      job_index=resub["job_index"], job_group=resub["job_group"])
         else:
-            m.update(index=hdr["pass"]["slot"] << 1 | hdr["pass"]["set"], lane_op=T.LANES_HIGH,
+            m.update(index=hdr["pass"]["index"], lane_op=T.LANES_HIGH,
                      job_index=hdr["pass"]["job_index"])
         self._aggregator(phv)
         lane_op = m["lane_op"]
@@ -202,21 +202,18 @@ class TnaModel:
         if sa["op"] == P.Op.DATA and sa["flags"] & P.Flag.PROBE:
             m["kind"] = T.KIND_PROBE
         elif sa["op"] == P.Op.DATA and m["expected"] & m["worker_bit"]:
-            m["kind"], m["bitmap_in"] = T.KIND_DATA, m["worker_bit"]
+            m["kind"] = T.KIND_DATA
         elif sa["op"] == P.Op.DATA:
             m["kind"] = T.KIND_UNEXPECTED
         elif sa["op"] == P.Op.TAKEOVER:
             m["kind"] = T.KIND_TAKEOVER
         else:
-            m["kind"], m["bitmap_in"] = T.KIND_HELPER_RESULT, sa["bitmap"]
+            m["kind"] = T.KIND_HELPER_RESULT
             m["progress_in"] = COMPLETE_BASE | sa["count"]
         slot = (m["slot_base"] + sa["slot"]) & 0xFFF
         m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
-        m.update(run_in=sa["run"], chunk_in=sa["chunk"], scale_in=sa["scale"], exp_in=sa["exp"],
-                 helper_in=sa["worker"])
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
-        m["limit_dup"] = AGGREGATING_BASE + m["fan_in"]
         m["start_done"] = int(m["fan_in"] <= 1)
         if m["kind"] == T.KIND_DATA:
             m["progress_in"] = (COMPLETE_BASE if m["start_done"] else AGGREGATING_BASE) | 1
@@ -231,6 +228,8 @@ class TnaModel:
         m["index"], m["response"] = out["aggregator"], T.RESPOND_REPORT
         clear = out["opcode"] == P.MGMT_CLEAR_AGGREGATOR
         m["kind"] = T.KIND_MGMT_CLEAR if clear else T.KIND_MGMT_READ
+        if clear:   # what the claims write, and what the report says
+            phv.hdr["sa"].update(run=0, chunk=0, scale=0, exp=0, worker=0)
         m["lane_op"] = T.LANES_CLEAR if clear else T.LANES_LOAD
 
     # -- the aggregator and the lanes -------------------------------------------------------------
@@ -241,17 +240,17 @@ class TnaModel:
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)
             if name == "progress_check_sel":
-                m["check_limit"], m["check_delta"] = {
-                    "check_duplicate": (m["limit_dup"], 0xFFFE0000),
-                    "check_takeover": (AGGREGATING_BASE, 0xFFFF0000),
-                    "check_nothing": (0xFFFF_FFFF, 0)}[action]
+                m["check_delta"] = {"check_duplicate": 0xFFFE0000, "check_takeover": 0xFFFF0000,
+                                    "check_nothing": 0}[action]
+                if action == "check_takeover":
+                    m["limit_add"] = AGGREGATING_BASE - 1
                 continue
             if action in ("situation_newer", "situation_old_run"):
                 m["situation"] = T.SIT_NEWER if action == "situation_newer" else T.SIT_OLD_RUN
             elif action != "NoAction":
                 self._execute(phv, name.removesuffix("_sel"), action.removeprefix("do_"))
         m["add_done"] = int(m["old_progress"] >= m["limit_add"])
-        m["dup_done"] = int(m["old_progress"] >= m["limit_dup"])
+        m["dup_done"] = int(m["old_progress"] > m["limit_add"])
         if m["pass"] == T.PASS_STATE and m["kind"] != T.KIND_NONE:
             kind, args = tables.decide(m)
             if kind == "respond":
@@ -270,13 +269,14 @@ class TnaModel:
     # what each RegisterAction's P4 action does with the value it returns
     RESULTS = {"valid_occupy": "was_valid", "valid_peek": "was_valid",
                "run_id_compare": "run_class", "run_id_compare_claim": "run_class",
-               "run_id_read": "rd_run", "chunk_id_compare": "situation",
-               "chunk_id_compare_claim": "situation", "chunk_id_read": "rd_chunk",
+               "chunk_id_compare": "situation", "chunk_id_compare_claim": "situation",
                "generation_bump": "gen", "generation_read": "gen",
                "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
                "member_join": "is_member", "contributors_claim": "rd_bitmap",
                "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
-               "max_exp_read": "rd_exp", "helper_id_read": "rd_helper"}
+               "max_exp_read": "rd_exp"}
+
+    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker"}
 
     def _execute(self, phv: Phv, register: str, action: str) -> None:
         m = phv.meta
@@ -286,6 +286,8 @@ class TnaModel:
             m["old_progress"] = rv
         elif action in self.RESULTS:
             m[self.RESULTS[action]] = rv
+        elif action in self.INTO_HEADER:   # a report; a TAKEN bounce (its helper)
+            phv.hdr["sa"][self.INTO_HEADER[action]] = rv
         if action == "chunk_id_claim":
             m["situation"] = T.SIT_NEWER
 

@@ -35,6 +35,14 @@ def claim(field: str, returns_old: bool = False):
     return run
 
 
+def claim_sa(field: str):
+    """``<register>_claim`` of the packet's own value: the cell takes the SA-ATP header's
+    field (which a management clear zeroes first)."""
+    def run(cell, phv):
+        return phv.sa[field], None
+    return run
+
+
 def serial(field: str, same: int, newer: int, older: int, update: bool):
     """``run_id_compare[_claim]`` and ``chunk_id_compare[_claim]``: the packet's 32-bit id
     against the cell's in serial-number arithmetic; with ``update``, a newer id is kept."""
@@ -78,7 +86,7 @@ def progress_add(cell, phv):
 
 
 def progress_check(cell, phv):
-    if cell >= phv.check_limit:
+    if cell > phv.limit_add:
         return (cell + phv.check_delta) & M32, cell
     return cell, cell
 
@@ -87,6 +95,10 @@ def progress_helper(cell, phv):
     if TAKEN_BASE <= cell < AGGREGATING_BASE:
         return phv.progress_in, cell
     return cell, cell
+
+
+def contributors_helper(cell, phv):
+    return phv.sa["bitmap"], cell
 
 
 def contributors_join(cell, phv):
@@ -129,26 +141,27 @@ def lanes_read_hi(i):
 
 AGGREGATOR = {
     "valid": {"valid_occupy": valid_occupy, "valid_vacate": valid_vacate, "valid_peek": read},
-    "run_id": {"run_id_claim": claim("run_in"),
+    "run_id": {"run_id_claim": claim_sa("run"),
                "run_id_compare": serial("run", RUN_SAME, RUN_NEWER, RUN_OLDER, False),
                "run_id_compare_claim": serial("run", RUN_SAME, RUN_NEWER, RUN_OLDER, True),
                "run_id_read": read},
-    "chunk_id": {"chunk_id_claim": claim("chunk_in"),
+    "chunk_id": {"chunk_id_claim": claim_sa("chunk"),
                  "chunk_id_compare": serial("chunk", SIT_HELD, SIT_NEWER, SIT_OLDER, False),
                  "chunk_id_compare_claim": serial("chunk", SIT_HELD, SIT_NEWER, SIT_OLDER, True),
                  "chunk_id_read": read},
     "generation": {"generation_bump": generation_bump, "generation_read": read},
-    "agreed_scale": {"agreed_scale_claim": claim("scale_in"),
+    "agreed_scale": {"agreed_scale_claim": claim_sa("scale"),
                      "agreed_scale_compare": agreed_scale_compare, "agreed_scale_read": read},
     "member": {"member_join": member_join},
     "progress": {"progress_claim": claim("progress_in", returns_old=True),
                  "progress_add": progress_add, "progress_check": progress_check,
                  "progress_helper": progress_helper},
-    "contributors": {"contributors_claim": claim("bitmap_in", returns_old=True),
+    "contributors": {"contributors_claim": claim("worker_bit", returns_old=True),
+                     "contributors_helper": contributors_helper,
                      "contributors_join": contributors_join, "contributors_read": read},
-    "max_exp": {"max_exp_claim": claim("exp_in"), "max_exp_raise": max_exp_raise,
+    "max_exp": {"max_exp_claim": claim_sa("exp"), "max_exp_raise": max_exp_raise,
                 "max_exp_read": read},
-    "helper_id": {"helper_id_write": claim("helper_in"), "helper_id_read": read},
+    "helper_id": {"helper_id_write": claim_sa("worker"), "helper_id_read": read},
 }
 
 

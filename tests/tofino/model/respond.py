@@ -26,9 +26,7 @@ def respond(phv) -> None:
 def _pass_one(phv) -> None:
     m, sa = phv.meta, phv.hdr.get("sa")
     if m["response"] == T.RESPOND_BOUNCE:
-        _bounce(phv)
-        if m["bounce_reason"] == P.Bounce.TAKEN:
-            sa["worker"] = m["rd_helper"]
+        _bounce(phv)   # a TAKEN bounce: helper_id_read put the helper in worker
         _reply_to_sender(phv)
         phv.tm["ucast"] = phv.ingress_port
     elif m["response"] == T.RESPOND_PENDING:
@@ -64,8 +62,7 @@ def _pass_two(phv) -> None:
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
         _from_switch(phv)
     elif m["kind"] == T.KIND_MGMT_CLEAR:
-        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp", "rd_chunk", "rd_run",
-                     "rd_helper"):
+        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp"):
             m[name] = 0
         _report(phv, P.SlotState.EMPTY)
     else:
@@ -73,8 +70,7 @@ def _pass_two(phv) -> None:
     if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
         phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
                            "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
-                           "_pad2": 0, "slot": m["index"] >> 1, "_pad3": 0,
-                           "set": m["index"] & 1}
+                           "_pad2": 0, "index": m["index"]}
         phv.tm["ucast"] = m["loop_port"]
         phv.bridge["to_loop"] = 1
     elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):
@@ -97,9 +93,9 @@ def _describe(phv, op: int) -> None:
 
 
 def _report(phv, state: int) -> None:
-    m, sa = phv.meta, phv.hdr["sa"]
+    sa = phv.hdr["sa"]
     _describe(phv, P.Op.RESULT)
-    sa.update(chunk=m["rd_chunk"], run=m["rd_run"], reason=state, worker=m["rd_helper"])
+    sa["reason"] = state   # run, chunk and worker: read into the header
     phv.hdr["packet_in"] = {"ingress_port": phv.ingress_port, "_pad": 0,
                             "opcode": phv.hdr["packet_out"]["opcode"],
                             "aggregator": phv.hdr["packet_out"]["aggregator"]}

@@ -23,12 +23,15 @@ LANES_KEEP, LANES_STORE, LANES_ADD, LANES_LOAD, LANES_HIGH, LANES_CLEAR = range(
 PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT)
 
 
-def _pass_two(m: dict, clear: str, read: str | None) -> str:
-    """Pass 2 clears the aggregator for the controller, or reads it to describe it."""
+def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) -> str:
+    """Pass 2 clears the aggregator for the controller, or reads it to describe it (with
+    ``report_only``, only for a management read: run and chunk go into its header)."""
     if m["pass"] != PASS_LANES:
         return "NoAction"
     if m["kind"] == KIND_MGMT_CLEAR:
         return clear
+    if report_only and m["kind"] != KIND_MGMT_READ:
+        return "NoAction"
     return read or "NoAction"
 
 
@@ -40,7 +43,7 @@ def valid_sel(m: dict) -> str:
 
 def run_id_sel(m: dict) -> str:
     if m["pass"] != PASS_STATE:
-        return _pass_two(m, "do_run_id_claim", "do_run_id_read")
+        return _pass_two(m, "do_run_id_claim", "do_run_id_read", report_only=True)
     if m["kind"] == KIND_NONE:
         return "NoAction"
     if m["was_valid"] == 0:   # an empty aggregator: nothing to compare
@@ -50,7 +53,7 @@ def run_id_sel(m: dict) -> str:
 
 def chunk_id_sel(m: dict) -> str:
     if m["pass"] != PASS_STATE:
-        return _pass_two(m, "do_chunk_id_claim", "do_chunk_id_read")
+        return _pass_two(m, "do_chunk_id_claim", "do_chunk_id_read", report_only=True)
     if m["kind"] == KIND_NONE:
         return "NoAction"
     if m["was_valid"] == 1 and m["run_class"] == RUN_OLDER:
@@ -119,7 +122,7 @@ def contributors_sel(m: dict) -> str:
         return "do_contributors_claim"
     if (m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD
             and m["phase"] == PHASE_TAKEN):
-        return "do_contributors_claim"
+        return "do_contributors_helper"   # the helper's bitmap
     if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING:
         return "do_contributors_join"
     return "do_contributors_read"
@@ -143,7 +146,7 @@ def helper_id_sel(m: dict) -> str:
         return "do_helper_id_write"
     if held and m["kind"] in (KIND_DATA, KIND_PROBE) and m["phase"] == PHASE_TAKEN:
         return "do_helper_id_read"
-    return _pass_two(m, "do_helper_id_write", "do_helper_id_read")
+    return _pass_two(m, "do_helper_id_write", "do_helper_id_read", report_only=True)
 
 
 def decide(m: dict) -> tuple[str, tuple[int, ...]]:
