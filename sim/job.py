@@ -147,7 +147,7 @@ class Job:
                  if self.training else {})
         outcome = yield from self._call(ready, plan, sends, computed + call)
         samples = np.where(sends, shares, 0)
-        self._finish(it, plan, busy, samples, computed + call,
+        self._finish(it, plan, busy, samples, computed,
                      starts + busy, outcome, grads, np.zeros(self.n))
 
     def _delayed(self, it: int, plan: IterationPlan, starts: np.ndarray):
@@ -171,7 +171,7 @@ class Job:
         staleness = np.where(members, it - started, 0.0)
         outcome = yield from self._call(ready, plan, members, delivers + call)
         self._finish(it, plan, np.where(members, length, 0.0),
-                     np.where(members, samples, 0), delivers + call, delivers, outcome, grads,
+                     np.where(members, samples, 0), delivers, delivers, outcome, grads,
                      staleness)
         self.pending[:, members] = np.nan
 
