@@ -33,8 +33,8 @@ _STOP, _ASK = b"x", b"?"
 _DRAINED = struct.Struct("<qd")
 _SET, _PROBE = int(P.Flag.SET), int(P.Flag.PROBE)
 _RESULT = (P.VERSION << 4) | P.Op.RESULT
-_L2_L4 = field_offset("ver_op")  # Ethernet, IPv4 and UDP headers
 _VER_OP, _FLAGS = field_offset("ver_op"), field_offset("flags")
+_L2_L4 = _VER_OP  # the Ethernet, IPv4 and UDP headers end where the SA-ATP header starts
 _BITMAP, _COUNT = field_offset("bitmap"), field_offset("count")
 _ONE_WORKER = np.frombuffer((1).to_bytes(4, "big"), np.uint8)
 

@@ -90,7 +90,7 @@ def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for r in runs:
-        ax.plot(np.arange(1, len(r.iter_s)), r.iter_s[WARM_UP:] * 1e3, label=r.name, linewidth=1)
+        ax.plot(np.arange(WARM_UP, len(r.iter_s)), r.iter_s[WARM_UP:] * 1e3, label=r.name, linewidth=1)
     ax.set_xlabel("iteration")
     ax.set_ylabel("iteration time (ms)")
     ax.set_title(f"{title}\n{_warm_up_note(runs)}" if title else _warm_up_note(runs), fontsize=10)
