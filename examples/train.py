@@ -12,7 +12,10 @@ the number of samples it sums. host_lib's PolicyDriver applies the plans; this s
 model, the data and the emulated compute. Policies whose gradients may be delivered iterations
 after they were started (Partial-Reduce) run in a second mode without DDP: a worker starts a
 gradient when its share is non-zero, keeps computing while it sits iterations out, and delivers
-the gradient (scaled by its staleness discount) when the plan makes it a contributor.
+the gradient (scaled by its staleness discount) when the plan makes it a contributor. Policies
+that steal work (SA-ATP) compute in micro-batches, without synchronising, the ones
+:mod:`host_lib.work_stealing` hands out, and let the comm hook sum the accumulated gradient in a
+last backward pass over no samples.
 
 Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
 progress bar.
@@ -65,7 +68,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="per-iteration probability of a transient 3x slowdown per worker")
     p.add_argument("--profile", help="emulate the compute of this model (resnet50, vgg16, ...)")
     p.add_argument("--profile-file", type=Path, default=PROFILES)
+    p.add_argument("--micro-batches", type=int, default=8,
+                   help="work stealing: micro-batches per even share of the global batch")
     p.add_argument("--silence-timeout", type=float, default=5.0)
+    p.add_argument("--save-model", type=Path, help="rank 0 saves the trained weights here")
     p.add_argument("--log-dir", type=Path, required=True)
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
@@ -106,6 +112,7 @@ class StepResult:
     loss: float
     contributed: bool
     comm_started: float  # perf_counter when this worker's compute ended
+    micro_batches: list[tuple[int, int]] | None = None  # (owner, index) computed (stealing)
 
 
 class Trainer:
@@ -130,7 +137,9 @@ class Trainer:
         self.optimizer = torch.optim.SGD(self.net.parameters(), lr=args.lr, momentum=0.9)
         self.driver = PolicyDriver(self.policy, rank, world, _get_default_store(),
                                    GlobalBatchSampler(len(self.xtr), args.global_batch, args.seed),
-                                   hook_state=self.state if self.switch else None)
+                                   hook_state=self.state if self.switch else None,
+                                   micro_batch=max(1, args.global_batch // world
+                                                   // args.micro_batches))
         self.schedule = SlowdownSchedule.parse(args.stragglers, classes=args.speed_classes,
                                                n_workers=world,
                                                transient_prob=args.transient_prob,
@@ -144,6 +153,7 @@ class Trainer:
     def step(self, it: int, plan: IterationPlan) -> dict:
         t0 = time.perf_counter()
         result = (self.delayed_step(it, plan, t0) if self.delayed
+                  else self.stealing_step(it, plan, t0) if self.policy.steals_work
                   else self.synchronous_step(it, plan, t0))
         end = time.perf_counter()
         self.driver.communicated(end - result.comm_started)
@@ -151,6 +161,8 @@ class Trainer:
                   "compute_s": result.compute_s, "comm_s": end - result.comm_started,
                   "slowdown": self.schedule.factor(self.rank, it), "samples": result.samples,
                   "contributes": result.contributed, "loss": result.loss, "plan": plan.note}
+        if result.micro_batches is not None:
+            record.update(shares=list(plan.shares), micro_batches=result.micro_batches)
         if self.switch:
             calls = self.state.drain_stats()
             record.update(fallback=sum(1 for c in calls if c.fallback),
@@ -182,6 +194,47 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, len(mine), float(loss.detach()) / max(1, len(mine)),
                           round_plan.contribute, comm_started)
+
+    def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
+        """Compute micro-batches, own and stolen, accumulating their gradients outside DDP's
+        synchronisation; then one backward pass over no samples runs the comm hook on the
+        accumulated gradient. A stolen micro-batch costs this worker its own per-sample time;
+        the step's fixed cost (the profile's) is paid once."""
+        mine, round_plan = self.driver.share(it, plan)
+        if not self.switch:
+            self.state.divisor = float(sum(plan.weights()))
+        target, samples, loss, done = 0.0, 0, 0.0, []
+        for mb in self.driver.micro_batches(it, plan):
+            started = time.perf_counter()
+            with self.ddp.no_sync():
+                mb_loss = torch.nn.functional.cross_entropy(
+                    self.ddp(self.xtr[mb.samples]), self.ytr[mb.samples], reduction="sum")
+                mb_loss.backward()
+            target += self.emulated_micro(len(mb.samples), not done, it,
+                                          time.perf_counter() - started)
+            pad_to(target, t0)
+            samples += len(mb.samples)
+            loss += float(mb_loss.detach())
+            done.append((mb.owner, mb.index))
+        compute = time.perf_counter() - t0
+        self.driver.computed(it, compute, samples)
+        comm_started = time.perf_counter()
+        nothing = mine[:0]
+        torch.nn.functional.cross_entropy(self.ddp(self.xtr[nothing]), self.ytr[nothing],
+                                          reduction="sum").backward()  # the comm hook runs here
+        self.driver.observe(it, self.flat_grad().numpy())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return StepResult(compute, samples, loss / max(1, samples), round_plan.contribute,
+                          comm_started, done)
+
+    def emulated_micro(self, samples: int, first: bool, it: int, real_s: float) -> float:
+        """Compute time of a micro-batch: the profile's per-sample time (plus the step's fixed
+        cost on this worker's first micro-batch), or the real time, times the slowdown."""
+        if self.profile is None:
+            return real_s * self.schedule.factor(self.rank, it)
+        fixed = self.profile.c if first else 0.0
+        return (self.profile.a * samples + fixed) * self.schedule.factor(self.rank, it)
 
     def delayed_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Start a gradient if the plan gives us a share; deliver the one under way if it makes
@@ -251,6 +304,8 @@ def main(argv=None) -> None:
     log.close()
     if progress is not None:
         progress.close()
+    if rank == 0 and args.save_model:
+        torch.save(trainer.net.state_dict(), args.save_model)
     dist.barrier()  # nobody stops answering peers while one still finishes
     trainer.close()
     dist.destroy_process_group()

@@ -131,19 +131,22 @@ class StepHistory:
 class Policy(ABC):
     """A straggler policy: from the shared history, the plan of the next iteration.
 
-    Three class attributes tell the training loop how to run the plans:
+    Four attributes tell the training loop how to run the plans:
     ``uses_history`` (False: plans need no step times, so no worker waits for the others'
     times of the previous iteration before starting the next); ``abandons_late_work`` (a
     worker that finds that ``fanin`` faster workers have already computed the iteration skips
     its own compute: its contribution would arrive after the switch completed every chunk);
     ``delays_gradients`` (a worker starts a gradient when its share is non-zero and delivers it
-    when it contributes, possibly iterations later, scaled by ``IterationPlan.discount``).
+    when it contributes, possibly iterations later, scaled by ``IterationPlan.discount``);
+    ``steals_work`` (shares are computed in micro-batches, and a worker that has finished its
+    own takes micro-batches from the tail of a lagging worker's, :mod:`host_lib.work_stealing`).
     """
 
     name: str = "policy"
     uses_history: bool = True
     abandons_late_work: bool = False
     delays_gradients: bool = False
+    steals_work: bool = False
 
     def __init__(self, n_workers: int, global_batch: int):
         self.n_workers = n_workers

@@ -13,6 +13,10 @@ by iteration, the same way on every rank, so a training script needs no policy l
         loss.backward()                          # the comm hook aggregates with the plan
         driver.observe(it, flat_gradient)
 
+Policies that steal work (``steals_work``, SA-ATP) compute the share in micro-batches from
+:meth:`PolicyDriver.micro_batches` instead, accumulating gradients without synchronising, and
+let the comm hook run once they are done (examples/train.py).
+
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
 :meth:`PolicyDriver.deliver` releases it (scaled by the plan's staleness discount) when the plan
@@ -22,6 +26,7 @@ makes the rank a contributor; :meth:`PolicyDriver.reduce` aggregates it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +35,7 @@ from host_lib.policies.base import IterationPlan, Policy
 from host_lib.policies.exchange import StepTimeExchange
 from host_lib.rounds import RoundPlan
 from host_lib.sampling import GlobalBatchSampler, split
+from host_lib.work_stealing import MicroBatch, WorkStealing
 
 
 @dataclass
@@ -49,12 +55,16 @@ class PolicyDriver:
 
     ``hook_state`` is the :class:`~host_lib.ddp_hook.SaAtpHookState` of a switch-aggregated job
     (each iteration's round plan and weights are set on it), or None when gradients go through
-    gloo. ``store`` is the torch.distributed store through which ranks share step times.
+    gloo. ``store`` is the torch.distributed store through which ranks share step times and,
+    for policies that steal work, claim micro-batches of ``micro_batch`` samples.
     """
 
     def __init__(self, policy: Policy, rank: int, world: int, store,
-                 sampler: GlobalBatchSampler, hook_state=None, job: int = 0):
+                 sampler: GlobalBatchSampler, hook_state=None, job: int = 0,
+                 micro_batch: int = 1):
         self.policy = policy
+        self.stealing = (WorkStealing(store, rank, world, micro_batch, job)
+                         if policy.steals_work else None)
         self.rank, self.world = rank, world
         self.sampler = sampler
         self.hook_state = hook_state
@@ -78,6 +88,13 @@ class PolicyDriver:
         the batch (excluded workers, workers still busy): the first samples are taken."""
         batch = self.sampler.batch(it)[:sum(plan.shares)]
         return split(batch, list(plan.shares))[self.rank]
+
+    def micro_batches(self, it: int, plan: IterationPlan) -> Iterator[MicroBatch]:
+        """The micro-batches this rank computes in ``it`` under a work-stealing policy: its
+        own share's from the head, then other shares' from their tails (each is claimed when
+        the next one is asked for)."""
+        batch = self.sampler.batch(it)[:sum(plan.shares)]
+        return self.stealing.iteration(it, split(batch, list(plan.shares)))
 
     def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
         """The samples this rank computes in a synchronous (DDP) step and how it takes part in

@@ -12,6 +12,8 @@ from host_lib.policies.sa_atp import SaAtp
 POLICIES = {
     "synchronous": lambda n, b: Synchronous(n, b),
     "sa-atp-takeover": lambda n, b: SaAtp(n, b, takeover=True, compute_help=False),
+    "sa-atp-resplit": lambda n, b: SaAtp(n, b, takeover=True, compute_help=True,
+                                         work_stealing=False),
     "sa-atp": lambda n, b: SaAtp(n, b, takeover=True, compute_help=True),
     "dpar": lambda n, b: Dpar(n, b),
     "boa": lambda n, b: Boa(n, b),

@@ -5,13 +5,18 @@
   are missing, its helper takes the slot over through the switch, so the leading workers keep
   streaming (host_lib.transport, host_lib.takeover). This needs no forecast, so it also covers a
   transient straggler within the iteration it appears in.
-* **Compute help** (spare compute): for persistent stragglers, the global batch is re-split
-  every iteration so that the workers' compute times equalise: each share is scaled by the mean
-  compute time over the worker's own (``b <- b * mean_t / t_i``, damped, at least one sample),
-  so leading workers compute part of the straggler's samples. The controller needs no model of
-  step time: a fixed per-step cost, which makes a proportional-to-throughput split leave the
-  straggler behind, is simply measured away. Splitting the *global* batch keeps the gradient
-  exactly the sum over the global batch divided by its size.
+* **Work stealing** (spare compute, within the iteration): shares are computed in
+  micro-batches, and a worker that has finished its own takes micro-batches from the tail of a
+  lagging worker's share (host_lib.work_stealing), so a worker that slows down is helped in the
+  iteration it slows down in, whether or not it has been seen before.
+* **Compute help** (spare compute, across iterations): for persistent stragglers, the global
+  batch is re-split every iteration so that the workers' compute times equalise: each share is
+  scaled by the mean compute time over the worker's own (``b <- b * mean_t / t_i``, damped, at
+  least one sample), so leading workers compute part of the straggler's samples and stealing
+  has little left to do. The controller needs no model of step time: a fixed per-step cost,
+  which makes a proportional-to-throughput split leave the straggler behind, is simply
+  measured away. Splitting the *global* batch keeps the gradient exactly the sum over the
+  global batch divided by its size.
 """
 
 from __future__ import annotations
@@ -30,16 +35,18 @@ from host_lib.policies.detection import StragglerDetector
 
 class SaAtp(Policy):
     def __init__(self, n_workers: int, global_batch: int, takeover: bool = True,
-                 compute_help: bool = True, detector: StragglerDetector | None = None,
-                 speed_window: int = 3, damping: float = 0.7):
+                 compute_help: bool = True, work_stealing: bool = True,
+                 detector: StragglerDetector | None = None, speed_window: int = 3,
+                 damping: float = 0.7):
         super().__init__(n_workers, global_batch)
         self.takeover = takeover
         self.compute_help = compute_help
+        self.steals_work = compute_help and work_stealing
         self.detector = detector or StragglerDetector()
         self.speed_window = speed_window
         self.damping = damping
-        self.name = ("sa-atp" if takeover and compute_help else
-                     "sa-atp-takeover" if takeover else "sa-atp-compute-help")
+        self.name = ("sa-atp-takeover" if not compute_help else
+                     "sa-atp" if self.steals_work else "sa-atp-resplit")
 
     def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
         if not len(history):
