@@ -20,10 +20,27 @@ def load(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch
             torch.from_numpy(yte))
 
 
-def model(seed: int = 0) -> torch.nn.Module:
+def model(seed: int = 0, padding: int = 0) -> torch.nn.Module:
+    """The MLP; with ``padding``, wrapped so that its gradient carries that many more
+    elements (:class:`PaddedGradient`)."""
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
-                               torch.nn.Linear(32, 10))
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    return PaddedGradient(net, padding) if padding else net
+
+
+class PaddedGradient(torch.nn.Module):
+    """A model whose gradient has ``padding`` more elements, all zero: they are communicated
+    with the real gradient, so the job communicates as much as a larger model while its
+    compute stays the small one's (the policy harness's communication-heavy scenarios). The
+    output touches them with weight zero, so they get a (zero) gradient and DDP sums them."""
+
+    def __init__(self, net: torch.nn.Module, padding: int):
+        super().__init__()
+        self.net = net
+        self.padding = torch.nn.Parameter(torch.zeros(padding))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) + 0.0 * self.padding[:1].sum()
 
 
 @torch.no_grad()

@@ -31,7 +31,10 @@ METHODS = {
                      "in-network aggregation through the switch, no straggler handling"),
     "sa-atp-takeover": Method("switch", "sa-atp-takeover", "SA-ATP slot takeover only: "
                               "leading workers take stragglers' slots over"),
-    "sa-atp": Method("switch", "sa-atp", "SA-ATP: slot takeover and compute help"),
+    "sa-atp-resplit": Method("switch", "sa-atp-resplit", "SA-ATP without work stealing: slot "
+                             "takeover and the batch re-split from step-time history"),
+    "sa-atp": Method("switch", "sa-atp", "SA-ATP: slot takeover, work stealing within the "
+                     "iteration and the batch re-split from step-time history"),
     "dpar": Method("switch", "dpar", "DPAR: exclude a detected straggler, readmit it later"),
     "boa": Method("switch", "boa", "BOA: per-worker batch sizes from fitted step-time models"),
     "partial-reduce": Method("switch", "partial-reduce",

@@ -68,6 +68,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="per-iteration probability of a transient 3x slowdown per worker")
     p.add_argument("--profile", help="emulate the compute of this model (resnet50, vgg16, ...)")
     p.add_argument("--profile-file", type=Path, default=PROFILES)
+    p.add_argument("--pad-gradient", type=int, default=0,
+                   help="communicate this many more (zero) gradient elements per iteration, "
+                        "as a larger model would")
     p.add_argument("--micro-batches", type=int, default=8,
                    help="work stealing: micro-batches per even share of the global batch")
     p.add_argument("--silence-timeout", type=float, default=5.0)
@@ -121,7 +124,7 @@ class Trainer:
     def __init__(self, args, rank: int, world: int):
         self.args, self.rank, self.world = args, rank, world
         self.xtr, self.ytr, self.xte, self.yte = digits.load(args.seed)
-        self.net = digits.model(args.seed)
+        self.net = digits.model(args.seed, args.pad_gradient)
         self.policy = make_policy(args.policy, world, args.global_batch)
         self.switch = args.comm == "switch"
         self.delayed = self.policy.delays_gradients

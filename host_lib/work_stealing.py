@@ -15,8 +15,7 @@ Every worker still contributes to the allreduce (a worker whose whole share was 
 zeros), so the aggregate is divided by the global batch as before.
 
 Cost when nobody is slow: one store round trip per micro-batch for the owner, and one look at
-the other shares (one round trip per share the first time, one in all after) once its share is
-done.
+the other shares (two round trips) once its share is done.
 """
 
 from __future__ import annotations
@@ -80,8 +79,10 @@ class WorkStealing:
     def _steal(self, iteration: int, cut: list[list[np.ndarray]]) -> Iterator[MicroBatch]:
         others = [w for w in range(self.world) if w != self.rank and cut[w]]
         keys = [self._key(iteration, w) for w in others]
-        # The first look creates counters not yet created (a multi_get would wait for them).
-        counters = [self.store.add(k, 0) for k in keys]
+        # A multi_get waits for keys that do not exist yet: an owner that has not made its
+        # first claim has none, so the first look creates the missing ones (rarely needed).
+        counters = ([int(v) for v in self.store.multi_get(keys)] if self.store.check(keys)
+                    else [self.store.add(k, 0) for k in keys])
         while True:
             left = [len(cut[w]) - sum(divmod(c, _TAIL)) for w, c in zip(others, counters,
                                                                        strict=True)]

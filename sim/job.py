@@ -9,7 +9,8 @@ Each iteration, the job's process does what ``host_lib.policies.driver`` and
    DDP buckets are released as backprop proceeds. A policy that ``delays_gradients`` starts a
    gradient when the plan gives a worker a share and delivers it when the plan makes it a
    contributor (Partial-Reduce); one that ``abandons_late_work`` (k-of-n) has a worker skip an
-   iteration that ``fanin`` others have already computed;
+   iteration that ``fanin`` others have already computed; one that ``steals_work`` (SA-ATP)
+   has the shares computed in micro-batches that finished workers take over (sim.stealing);
 3. aggregate through the job's switch (or ring, or parameter server) under the plan;
 4. feed the history (step times, samples; communication times one iteration late) and
    ``policy.observe`` the aggregate.
@@ -33,6 +34,7 @@ from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.gradients import DigitsTraining, SignFlips
 from sim.network import Network, SwitchConfig
+from sim.stealing import stealing_schedule
 from sim.stragglers import Stragglers
 from sim.workloads import Workload
 
@@ -45,6 +47,7 @@ class HostCosts:
     call_s: float = 0.0  # gradient ready -> first packet (publish step time, comm hook)
     finish_s: float = 0.0  # last result -> iteration end (dequantize, optimizer step)
     helper_s: float = 0.0  # more per call when the plan names helpers (takeover timers)
+    claim_s: float = 0.0  # one store round trip: a work-stealing claim
 
     def call(self, plan: IterationPlan) -> float:
         return self.call_s + (self.helper_s if plan.helpers else 0.0)
@@ -63,6 +66,7 @@ class JobSpec:
     train_digits: bool = False  # real digits gradients and accuracy (testbed replays)
     eval_every: int = 5
     max_blocks: int = 32
+    micro_batches: int = 8  # work stealing: micro-batches per even share (examples/train.py)
     seed: int = 0
 
     @property
@@ -123,7 +127,8 @@ class Job:
                 starts = np.maximum(starts, self.published.max() + self.spec.costs.plan_s)
             yield self.env.timeout(max(0.0, float(starts.min()) - self.env.now))
             plan = self.policy.plan(it, self.history)
-            step = (self._delayed if self.policy.delays_gradients else self._synchronous)
+            step = (self._delayed if self.policy.delays_gradients
+                    else self._stealing if self.policy.steals_work else self._synchronous)
             yield from step(it, plan, starts)
 
     # -- the two ways of running a plan --------------------------------------------------------
@@ -149,6 +154,26 @@ class Job:
         samples = np.where(sends, shares, 0)
         self._finish(it, plan, busy, samples, computed,
                      starts + busy, outcome, grads, np.zeros(self.n))
+
+    def _stealing(self, it: int, plan: IterationPlan, starts: np.ndarray):
+        """Micro-batches, own and stolen, then every bucket at once (the trainer's last
+        backward pass over no samples). Each worker's slowness this iteration is its step
+        slowdown and noise (contention taken at the step's start)."""
+        slowness, delay = self.spec.stragglers.durations(it, starts, np.ones(self.n))
+        profile, spec = self.spec.workload.profile, self.spec
+        size = max(1, spec.batch // self.n // spec.micro_batches)
+        ends, samples, _ = stealing_schedule(plan.shares, size, profile.c, profile.a,
+                                             slowness, starts, spec.costs.claim_s)
+        computed = ends + delay  # as in _synchronous: the extra delay ends the step
+        sends = np.array([plan.contributes(w) for w in range(self.n)])
+        call = self.spec.costs.call(plan)
+        ready = np.where(sends, computed + call, np.nan)[:, None] * np.ones(len(self.frac))
+        # Every sample is summed once, whoever computed it: the sum is the shares' sum.
+        grads = ({w: self.training.gradient(it, plan.shares, w) for w in np.flatnonzero(sends)}
+                 if self.training else {})
+        outcome = yield from self._call(ready, plan, sends, computed + call)
+        self._finish(it, plan, ends - starts, np.where(sends, samples, 0), computed, ends,
+                     outcome, grads, np.zeros(self.n))
 
     def _delayed(self, it: int, plan: IterationPlan, starts: np.ndarray):
         start, length, late, samples, started = self.pending

@@ -32,7 +32,7 @@ from sim.stragglers import Contention, Stragglers, interleaved_classes, static
 from sim.workloads import MODELS
 
 NETWORK = Network(step_s=2e-6)  # 100 Gb/s; ring steps cost 2 us of software each
-COSTS = HostCosts(plan_s=2e-4)
+COSTS = HostCosts(plan_s=2e-4, claim_s=5e-5)  # a store round trip across the cluster
 JITTER = 0.02
 METHODS = {  # name: (communication, policy)
     "ring": ("ring", "synchronous"),

@@ -40,6 +40,7 @@ LOOPBACK_LATENCY_S = 30e-6  # one way through a UDP tunnel on loopback
 # of simulated iteration times without stragglers (p99 - p50, switch) is the testbed's, ~10 ms;
 # an exponential (shape 1) gave ~26 ms and made a lone straggler's wait too short.
 DELAY_SHAPE = 4.0
+STORE_ROUND_TRIP_S = 25e-6  # an add on the torch.distributed store over loopback (measured)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class Fitted:
         the last result: only the sum shows in an iteration, the split in the communication
         times the policies read."""
         third = (self.gloo_s if gloo else self.switch_s) / 3
-        return HostCosts(third, third, third, 0.0 if gloo else self.helper_s)
+        return HostCosts(third, third, third, 0.0 if gloo else self.helper_s,
+                         STORE_ROUND_TRIP_S)
 
 
 FITTED = Fitted(delay_s=0.00704, switch_s=0.00864, gloo_s=0.0, helper_s=0.00307)
@@ -78,12 +80,13 @@ def switch() -> SwitchConfig:
                         complete_pps=m["complete_pps"])
 
 
-def workload() -> Workload:
-    """The digits MLP's gradient (one DDP bucket, sent after the emulated compute ends) with
-    ResNet-50's H100 step times."""
+def workload(padding: int = 0) -> Workload:
+    """The digits MLP's gradient (one DDP bucket, sent after the emulated compute ends; with
+    the scenario's padding) with ResNet-50's H100 step times."""
     profile = resnet50().profile
-    return Workload("digits-mlp as resnet50", profile, (Bucket(DIGITS_PARAMS * 4, 1.0),),
-                    GLOBAL_BATCH // WORKERS, DIGITS_PARAMS)
+    params = DIGITS_PARAMS + padding
+    return Workload("digits-mlp as resnet50", profile, (Bucket(params * 4, 1.0),),
+                    GLOBAL_BATCH // WORKERS, params)
 
 
 def spec(scenario: str, method: str, fitted: Fitted = FITTED,
@@ -92,7 +95,7 @@ def spec(scenario: str, method: str, fitted: Fitted = FITTED,
     schedule = SlowdownSchedule.parse(s.stragglers, classes=s.speed_classes, n_workers=WORKERS,
                                       transient_prob=s.transient_prob, seed=SEED)
     gloo = m.comm == "gloo"
-    return JobSpec(workload(), WORKERS, m.policy, "ring" if gloo else "switch",
+    return JobSpec(workload(s.pad_gradient), WORKERS, m.policy, "ring" if gloo else "switch",
                    Stragglers(schedule, delay_s=fitted.delay_s, delay_shape=DELAY_SHAPE,
                               seed=SEED), iterations,
                    fitted.costs(gloo), GLOBAL_BATCH, train_digits=train, max_blocks=1,

@@ -167,3 +167,27 @@ def reference_training_without_one_sample(batch: int, iterations: int, lr: float
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return net.state_dict()
+
+
+@pytest.mark.parametrize("slowness", [[1, 1, 1, 1], [1, 1, 1, 3], [1, 1, 1.6, 2.5],
+                                      [1, 4, 1, 1]])
+def test_the_simulated_schedule_claims_every_micro_batch_once_and_balances(slowness):
+    """sim.stealing (the replay of host_lib.work_stealing): every (owner, index) once, and the
+    compute ends within one micro-batch of the fluid bound (each worker pays the fixed cost
+    once, then the remaining samples spread over the workers' per-sample rates)."""
+    from sim.stealing import stealing_schedule
+
+    shares, size, fixed, per_sample = [64, 64, 64, 64], 8, 0.010, 0.00037
+    slow = np.asarray(slowness, float)
+    starts = np.zeros(4)
+    ends, samples, done = stealing_schedule(shares, size, fixed, per_sample, slow, starts)
+    every = {(o, i) for o, share in enumerate(shares) for i in range(share // size)}
+    claimed = Counter(mb for rank in done for mb in rank)
+    assert set(claimed) == every and max(claimed.values()) == 1
+    assert samples.sum() == sum(shares)
+    # Fluid bound T: sum over workers of (T - fixed * s) / (per_sample * s) = all samples.
+    rates = 1 / (per_sample * slow)
+    bound = (sum(shares) + (rates * fixed * slow).sum()) / rates.sum()
+    assert bound <= ends.max() <= bound + per_sample * size * slow.max()
+    if slow.max() > 1:
+        assert sum(o != r for r, rank in enumerate(done) for o, _ in rank) > 0

@@ -1,0 +1,50 @@
+"""Work stealing within an iteration, as host_lib.work_stealing runs it on the testbed, in
+simulated time: each worker computes its own share's micro-batches from the head, then takes
+micro-batches from the tail of the share with the most left, until none is left anywhere.
+
+A micro-batch of ``k`` samples costs a worker ``per_sample * k`` seconds of its own speed, and
+its first micro-batch also the step's fixed cost, as examples/train.py emulates it; each claim
+costs one store round trip (``claim_s``); a thief that finds nothing left pays one more look.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+
+def stealing_schedule(shares, size: int, fixed_s: float, per_sample_s: float,
+                      slowness: np.ndarray, starts: np.ndarray, claim_s: float = 0.0
+                      ) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
+    """Per worker: when its compute ends, how many samples it computed, and the micro-batches
+    ``(owner, index)`` it computed. ``slowness`` multiplies each worker's compute times."""
+    n = len(shares)
+    cut = [[min(size, s - i * size) for i in range(math.ceil(s / size))] for s in shares]
+    head, tail = [0] * n, [0] * n
+    ends = np.asarray(starts, np.float64).copy()
+    samples = np.zeros(n, np.int64)
+    done: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    ready = [(float(starts[w]), w) for w in range(n)]
+    heapq.heapify(ready)
+    while ready:
+        t, w = heapq.heappop(ready)
+        left = [len(cut[v]) - head[v] - tail[v] for v in range(n)]
+        if left[w] > 0:
+            owner, index = w, head[w]
+            head[w] += 1
+        elif max(left) > 0:
+            owner = max(range(n), key=lambda v: (left[v], -v))
+            tail[owner] += 1
+            index = len(cut[owner]) - tail[owner]
+            t += claim_s  # the thief's look at the other shares
+        else:
+            ends[w] = t + claim_s  # the claim or look that found nothing
+            continue
+        k = cut[owner][index]
+        t += claim_s + slowness[w] * (per_sample_s * k + (0.0 if done[w] else fixed_s))
+        samples[w] += k
+        done[w].append((owner, index))
+        heapq.heappush(ready, (t, w))
+    return ends, samples, done
