@@ -1,7 +1,8 @@
-"""SA-ATP against plain in-network aggregation: mean iteration time of the main job's training
-(4 workers, ResNet-50 step times of an H100, one worker 2x and 3x slower) with no straggler
-handling, with slot takeover only and with full SA-ATP (takeover and compute help), all in the
-same run, with the perfect-balance bound and each run's time to accuracy and final accuracy.
+"""SA-ATP against plain in-network aggregation, scenario by scenario (the policy harness's:
+examples/harness.py): mean iteration time of plain aggregation, slot takeover only, SA-ATP
+without work stealing (takeover and the re-split from history) and full SA-ATP, all in the same
+run, with each run's time to accuracy and final accuracy, and, where every worker's slowdown is
+static, the perfect-balance bound.
 
 The bound is what a job could reach if its compute were perfectly balanced and its communication
 cost what it costs today. Compute: with step time ``s_i * (a * b_i + c)`` per worker (slowdown
@@ -10,6 +11,10 @@ cost what it costs today. Compute: with step time ``s_i * (a * b_i + c)`` per wo
 fixed per-step cost counts as work. Communication: what plain in-network aggregation spends in
 each iteration after its slowest worker's compute ends (median over the run), measured in the
 same run.
+
+Goals (issue 18): at static 3x, SA-ATP <= 0.5x plain and <= 1.05x the bound; without a
+straggler, work stealing costs <= 3 % (SA-ATP vs SA-ATP without stealing); takeover alone
+>= 20 % faster than plain in some scenario.
 """
 
 from __future__ import annotations
@@ -19,13 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from examples import results
-from examples.main_job import parse_args, run_method
-from examples.stragglers import StepTimeProfile
+from examples import harness, results
+from examples.stragglers import SlowdownSchedule, StepTimeProfile
 from examples.train import PROFILES
 
-FACTORS = (2.0, 3.0)
-METHODS = ("switch", "sa-atp-takeover", "sa-atp")
+SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy")
+METHODS = ("switch", "sa-atp-takeover", "sa-atp-resplit", "sa-atp")
 WORKERS = 4
 GLOBAL_BATCH = 256
 MODEL = "resnet50"
@@ -45,51 +49,66 @@ def comm_after_compute_s(run: results.Run) -> float:
     return float(np.median((run.iter_s - run.compute_s.max(axis=1))[1:]))
 
 
-def run(iterations: int = 150) -> dict:
+def static_slowdowns(scenario: harness.Scenario) -> list[float] | None:
+    """Every worker's slowdown when the scenario's are static, else None."""
+    if scenario.transient_prob:
+        return None
+    schedule = SlowdownSchedule.parse(scenario.stragglers, classes=scenario.speed_classes,
+                                      n_workers=WORKERS)
+    return [schedule.factor(w, 0) for w in range(WORKERS)]
+
+
+def run(iterations: int = 100) -> dict:
     profile = StepTimeProfile.load(PROFILES, MODEL)
     out = {"workers": WORKERS, "global_batch": GLOBAL_BATCH, "profile": MODEL,
-           "iterations": iterations, "target_accuracy": TARGET, "factors": {}}
+           "iterations": iterations, "target_accuracy": TARGET, "scenarios": {}}
     with tempfile.TemporaryDirectory(prefix="sa-atp-bench-") as tmp:
-        for factor in FACTORS:
-            args = parse_args(["--methods", ",".join(METHODS), "--straggler", f"{factor:g}",
-                               "--iterations", str(iterations), "--workers", str(WORKERS),
-                               "--global-batch", str(GLOBAL_BATCH), "--profile", MODEL,
-                               "--target-accuracy", str(TARGET),
-                               "--out", str(Path(tmp) / f"{factor:g}x"), "--quiet"])
-            runs = {m: run_method(args, m) for m in METHODS}
-            compute = balanced_compute_s(profile, [1.0] * (WORKERS - 1) + [factor],
-                                         GLOBAL_BATCH)
-            comm = comm_after_compute_s(runs["switch"])
+        args = harness.parse_args(["--iterations", str(iterations), "--workers", str(WORKERS),
+                                   "--global-batch", str(GLOBAL_BATCH), "--profile", MODEL,
+                                   "--target-accuracy", str(TARGET)])
+        for name in SCENARIOS:
+            scenario = harness.SCENARIOS[name]
+            runs = {}
+            for method in METHODS:
+                print(f"    {name} / {method}", flush=True)
+                runs[method] = harness.run(args, scenario, method, Path(tmp) / name / method)
             stats = {m: results.summary(r, TARGET) for m, r in runs.items()}
             plain = stats["switch"]["iter_mean_ms"]
-            bound_ms = (compute + comm) * 1e3
-            out["factors"][f"{factor:g}x"] = {
-                "methods": stats,
-                "vs_plain": {m: round(s["iter_mean_ms"] / plain, 3) for m, s in stats.items()},
-                "bound_ms": round(bound_ms, 2),
-                "bound_compute_ms": round(compute * 1e3, 2),
-                "bound_comm_ms": round(comm * 1e3, 2),
-                "sa_atp_vs_bound": round(stats["sa-atp"]["iter_mean_ms"] / bound_ms, 3),
-                "accuracy_loss_pp": round(100 * (stats["switch"]["final_accuracy"]
-                                                 - stats["sa-atp"]["final_accuracy"]), 2),
-            }
+            row = {"methods": stats,
+                   "vs_plain": {m: round(s["iter_mean_ms"] / plain, 3) for m, s in stats.items()},
+                   "stealing_vs_without": round(stats["sa-atp"]["iter_mean_ms"]
+                                                / stats["sa-atp-resplit"]["iter_mean_ms"], 3),
+                   "accuracy_loss_pp": round(100 * (stats["switch"]["final_accuracy"]
+                                                    - stats["sa-atp"]["final_accuracy"]), 2)}
+            slowdowns = static_slowdowns(scenario)
+            if slowdowns is not None:
+                compute = balanced_compute_s(profile, slowdowns, GLOBAL_BATCH)
+                comm = comm_after_compute_s(runs["switch"])
+                row.update(bound_ms=round((compute + comm) * 1e3, 2),
+                           bound_compute_ms=round(compute * 1e3, 2),
+                           bound_comm_ms=round(comm * 1e3, 2),
+                           sa_atp_vs_bound=round(stats["sa-atp"]["iter_mean_ms"]
+                                                 / ((compute + comm) * 1e3), 3))
+            out["scenarios"][name] = row
     return out
 
 
 def summary(result: dict) -> list[str]:
-    lines = [f"{result['workers']} workers, {result['profile']} step times, one straggler "
-             f"(iteration mean, first iteration left out; goal at 3x: sa-atp <= 0.5x plain "
-             f"and <= 1.1x the bound)"]
-    for factor, r in result["factors"].items():
+    lines = [f"{result['workers']} workers, {result['profile']} step times (iteration mean, "
+             "first iteration left out; goals: static-3x sa-atp <= 0.5x plain and <= 1.05x the "
+             "bound, none: stealing <= 1.03x without, takeover <= 0.8x plain somewhere)"]
+    for name, r in result["scenarios"].items():
         parts = [f"{m} {s['iter_mean_ms']:.1f} ms ({r['vs_plain'][m]:.2f}x)"
                  for m, s in r["methods"].items()]
-        lines.append(f"{factor}: " + ", ".join(parts))
-        lines.append(f"     bound {r['bound_ms']:.1f} ms (compute {r['bound_compute_ms']:.1f} "
-                     f"+ comm {r['bound_comm_ms']:.1f}); sa-atp = {r['sa_atp_vs_bound']:.2f}x "
-                     f"the bound")
+        lines.append(f"{name}: " + ", ".join(parts))
+        extra = f"     sa-atp = {r['stealing_vs_without']:.3f}x sa-atp-resplit"
+        if "bound_ms" in r:
+            extra += (f"; bound {r['bound_ms']:.1f} ms (compute {r['bound_compute_ms']:.1f} + "
+                      f"comm {r['bound_comm_ms']:.1f}); sa-atp = {r['sa_atp_vs_bound']:.2f}x "
+                      "the bound")
+        lines.append(extra)
         accs = ", ".join(f"{m} {s['final_accuracy']:.3f} / "
                          f"{'-' if s['time_to_target_s'] is None else s['time_to_target_s']} s"
                          for m, s in r["methods"].items())
         lines.append(f"     final accuracy / time to {result['target_accuracy']:.0%}: {accs}")
     return lines
-
