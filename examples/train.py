@@ -199,45 +199,50 @@ class Trainer:
                           round_plan.contribute, comm_started)
 
     def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
-        """Compute micro-batches, own and stolen, accumulating their gradients outside DDP's
-        synchronisation; then one backward pass over no samples runs the comm hook on the
-        accumulated gradient. A stolen micro-batch costs this worker its own per-sample time;
-        the step's fixed cost (the profile's) is paid once."""
+        """Claim micro-batches, own and stolen, each taking its compute time; then one backward
+        pass through DDP runs the comm hook on the gradient of every sample claimed. A stolen
+        micro-batch costs this worker its own per-sample time; the step's fixed cost (the
+        profile's) is paid once.
+
+        With emulated compute the real gradient (of the small model, far below the emulated
+        time) is computed once, in that last pass: one pass of DDP per iteration as without
+        stealing, where one per micro-batch would cost this 2-core machine's switch the CPU it
+        needs. With real compute each micro-batch is computed when claimed, gradients
+        accumulating outside DDP, and the last pass has no samples."""
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
-        target, samples, loss, done = 0.0, 0, 0.0, []
+        factor = self.schedule.factor(self.rank, it)
+        target, samples, loss, done, deferred = 0.0, 0, 0.0, [], []
         for mb in self.driver.micro_batches(it, plan):
-            started = time.perf_counter()
-            with self.ddp.no_sync():
-                mb_loss = torch.nn.functional.cross_entropy(
-                    self.ddp(self.xtr[mb.samples]), self.ytr[mb.samples], reduction="sum")
-                mb_loss.backward()
-            target += self.emulated_micro(len(mb.samples), not done, it,
-                                          time.perf_counter() - started)
+            if self.profile is None:
+                started = time.perf_counter()
+                loss += self.backward(self.net, mb.samples)
+                target += (time.perf_counter() - started) * factor
+            else:
+                deferred.append(mb.samples)
+                target += (self.profile.a * len(mb.samples)
+                           + (0.0 if done else self.profile.c)) * factor
             pad_to(target, t0)
             samples += len(mb.samples)
-            loss += float(mb_loss.detach())
             done.append((mb.owner, mb.index))
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
         comm_started = time.perf_counter()
-        nothing = mine[:0]
-        torch.nn.functional.cross_entropy(self.ddp(self.xtr[nothing]), self.ytr[nothing],
-                                          reduction="sum").backward()  # the comm hook runs here
+        loss += self.backward(self.ddp, np.concatenate([mine[:0], *deferred]))  # the comm hook
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, samples, loss / max(1, samples), round_plan.contribute,
                           comm_started, done)
 
-    def emulated_micro(self, samples: int, first: bool, it: int, real_s: float) -> float:
-        """Compute time of a micro-batch: the profile's per-sample time (plus the step's fixed
-        cost on this worker's first micro-batch), or the real time, times the slowdown."""
-        if self.profile is None:
-            return real_s * self.schedule.factor(self.rank, it)
-        fixed = self.profile.c if first else 0.0
-        return (self.profile.a * samples + fixed) * self.schedule.factor(self.rank, it)
+    def backward(self, model: torch.nn.Module, samples: np.ndarray) -> float:
+        """Add the gradient of the summed loss over ``samples`` to the parameters' gradients;
+        the loss."""
+        loss = torch.nn.functional.cross_entropy(model(self.xtr[samples]), self.ytr[samples],
+                                                 reduction="sum")
+        loss.backward()
+        return float(loss.detach())
 
     def delayed_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Start a gradient if the plan gives us a share; deliver the one under way if it makes
