@@ -33,10 +33,11 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.udp.checksum = 0;
     }
 
-    action describe(bit<4> op) {
+    /* flags_hi: the flags above SET (COPY for a copy), SET kept: a slice write, next to op's */
+    action describe(bit<4> op, bit<7> flags_hi) {
         hdr.sa.op = op;
         hdr.sa.reason = 0;
-        hdr.sa.flags[7:1] = 0;   /* SET kept: a slice write, next to op's */
+        hdr.sa.flags[7:1] = flags_hi;
         hdr.sa.bitmap = meta.rd_bitmap;
         hdr.sa.count = meta.rd_count;
         hdr.sa.scale = meta.rd_scale;
@@ -50,9 +51,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.sa.count = meta.rd_count;
     }
 
-    action report(bit<8> state) {
-        describe(OP_RESULT);   /* chunk and run: read into the header (aggregator.p4) */
-        hdr.sa.reason = state;   /* worker: read into the header too */
+    action report_to_cpu() {
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
@@ -60,9 +59,27 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.packet_out.setInvalid();
     }
 
+    action report(bit<8> state) {
+        describe(OP_RESULT, 0);   /* chunk and run: read into the header (aggregator.p4) */
+        hdr.sa.reason = state;   /* worker: read into the header too */
+        report_to_cpu();
+    }
+
+    /* a clear's report: what the cleared registers hold, as constants (nothing to wait for) */
+    action report_cleared() {
+        hdr.sa.op = OP_RESULT;
+        hdr.sa.reason = SLOT_EMPTY;
+        hdr.sa.flags[7:1] = 0;
+        hdr.sa.bitmap = 0;
+        hdr.sa.count = 0;
+        hdr.sa.scale = 0;
+        hdr.sa.exp = 0;
+        report_to_cpu();
+    }
+
     action to_job(bit<16> group) {
         ig_tm_md.mcast_grp_a = group;
-        meta.to_job = 1;
+        hdr.bridge.to_job = 1;
     }
 
     apply {
@@ -95,25 +112,20 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
             if (meta.response == RESPOND_ABSORB) {
                 ig_dprsr_md.drop_ctl = 1;   /* summed; nothing to send yet */
             } else if (meta.response == RESPOND_RESULT) {
-                describe(OP_RESULT);
+                describe(OP_RESULT, 0);
                 from_switch();
             } else if (meta.response == RESPOND_COPY) {
-                describe(OP_RESULT);
-                hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
+                describe(OP_RESULT, (FLAG_COPY >> 1)[6:0]);
                 reply_to_sender();
             } else if (meta.response == RESPOND_PARTIAL) {
-                describe(OP_PARTIAL);
+                describe(OP_PARTIAL, 0);
                 from_switch();
             } else if (meta.response == RESPOND_HELPER_RESULT) {
                 hdr.sa.op = OP_RESULT;
                 hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
                 from_switch();
             } else if (meta.kind == KIND_MGMT_CLEAR) {
-                meta.rd_bitmap = 0;
-                meta.old_progress = 0;
-                meta.rd_scale = 0;
-                meta.rd_exp = 0;
-                report(SLOT_EMPTY);
+                report_cleared();
             } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */
                 report(SLOT_AGGREGATING);
             } else if (meta.old_progress[17:16] == PHASE_COMPLETE) {
@@ -134,12 +146,12 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 hdr.pass.port = reply_port;
                 hdr.pass.index = meta.index;
                 ig_tm_md.ucast_egress_port = meta.loop_port;
-                meta.to_loop = 1;
+                hdr.bridge.to_loop = 1;
             } else if (meta.response == RESPOND_COPY) {
                 ig_tm_md.ucast_egress_port = reply_port;
             } else if (meta.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = reply_port;
-                meta.to_cpu = 1;
+                hdr.bridge.to_cpu = 1;
             } else {
                 to_job(meta.resub.job_group);
             }
@@ -148,7 +160,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
             } else if (hdr.pass.response == RESPOND_REPORT) {
                 ig_tm_md.ucast_egress_port = hdr.pass.port;
-                meta.to_cpu = 1;
+                hdr.bridge.to_cpu = 1;
             } else {
                 to_job(hdr.pass.job_group);
             }
