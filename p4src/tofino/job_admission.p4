@@ -1,21 +1,15 @@
-/* Job isolation and anti-spoofing (docs/protocol.md §6), with the v1model program's tables and
- * checks in its order. The three lookups do not depend on one another or on the source guard,
- * so they are all applied in the first stage; their outcomes, with the parser's and the source
- * guard's, are then read by one ternary table with const entries (`admit`), which gives the
- * packet its drop reason or its kind in one step, where a chain of conditions took three
- * stages and the choice of kind two more (docs/tofino.md, 'Stages'). */
+/* Job isolation and anti-spoofing (docs/protocol.md §6), with the v1model program's tables.
+ * The three lookups do not depend on one another or on the source guard, so they are all
+ * applied in the first stage; their outcomes, with the parser's and the source guard's, are
+ * read by one ternary table with const entries, the aggregator's `admit_sel` (aggregator.p4),
+ * which checks them in the v1model program's order and gives the packet its drop reason or
+ * its kind in one step, where a chain of conditions took three stages and the choice of kind
+ * two more (docs/tofino.md, 'Stages'). */
 #ifndef SA_ATP_TNA_JOB_ADMISSION_P4
 #define SA_ATP_TNA_JOB_ADMISSION_P4
 
 control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
-                     in ingress_intrinsic_metadata_t ig_intr_md, in bit<16> parser_err,
-                     inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                     inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    /* The aggregator's index is a concatenation, built by the hash unit (identity), not by
-     * an action's ALU: an ALU operation ties the sizes of its operands' containers together
-     * (an 18-bit member index built from the slot had pulled the slot fields of the resubmit
-     * and pass headers into 32-bit containers, which their layout forbids). */
-    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
+                     in ingress_intrinsic_metadata_t ig_intr_md, in bit<16> parser_err) {
 
     action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<8> fan_in,
                    bit<32> expected, bit<16> group, bit<1> inband_fanin) {
@@ -74,84 +68,6 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
         size = MAX_WORKER_ENTRIES;
     }
 
-    /* The outcomes of admit. */
-    action drop(bit<4> reason) {
-        meta.drop_reason = reason;
-        ig_dprsr_md.drop_ctl = 1;
-    }
-    action spoofed() {   /* counted as the v1model program counts it: under no job */
-        meta.drop_reason = DROP_SPOOFED;
-        ig_dprsr_md.drop_ctl = 1;
-        meta.job_index = 0;
-    }
-    action forward() {   /* not SA-ATP, or a job aggregated by another switch */
-        meta.use_l2 = 1;
-    }
-    action helper_data() {   /* on to its helper, from the address it was sent to: the switch's */
-        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-        hdr.udp.src_port = SA_ATP_UDP_PORT;
-        hdr.udp.checksum = 0;
-        ig_tm_md.ucast_egress_port = meta.helper_port;
-        meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
-    }
-    /* index = abs_slot ++ SET (the member index is hashed where it is used) */
-    action admit(bit<3> kind) {
-        meta.kind = kind;
-        meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-    }
-    action admit_helper_result() {
-        meta.kind = KIND_HELPER_RESULT;
-        meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-        /* COMPLETE_BASE | count, as a constant and a move: no ALU operation ties the count's
-         * container to the word's */
-        meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
-        meta.progress_in[7:0] = hdr.sa.count;
-    }
-
-    /* Zero tests are exact values (0) ahead of a wildcard: worker_bit 0 is an unregistered
-     * worker, num_slots 0 a slot out of range (num_slots |-| slot), loss_left 0 a packet the
-     * drop simulator keeps, expected 0 a worker outside the expected set (expected &
-     * worker_bit). Host ops are DATA, TAKEOVER, HELPER_DATA and HELPER_RESULT. */
-    table admit_sel {
-        key = { meta.port_frame: ternary; meta.drop_reason: ternary; meta.spoofed: ternary;
-                meta.sa_valid: ternary; meta.job_known: ternary; meta.transit: ternary; hdr.sa.op: ternary;
-                meta.worker_bit: ternary; meta.num_slots: ternary; meta.helper_known: ternary;
-                meta.loss_left: ternary; hdr.sa.flags: ternary; meta.expected: ternary; }
-        actions = { drop; spoofed; forward; helper_data; admit; admit_helper_result; NoAction; }
-        const entries = {
-            /* not pass 1 of a frame from a port */
-            (0, _, _, _, _, _, _, _, _, _, _, _, _): NoAction();
-            (1, DROP_MALFORMED, _, _, _, _, _, _, _, _, _, _, _): NoAction();
-            (1, _, 1, _, _, _, _, _, _, _, _, _, _): spoofed();
-            (1, _, _, 0, _, _, _, _, _, _, _, _, _): forward();
-            (1, _, _, _, 0, _, _, _, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
-            (1, _, _, _, _, 1, _, _, _, _, _, _, _): forward();
-            (1, _, _, _, _, _, OP_DATA, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
-            (1, _, _, _, _, _, OP_TAKEOVER, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
-            (1, _, _, _, _, _, OP_HELPER_DATA, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
-            (1, _, _, _, _, _, OP_HELPER_RESULT, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
-            (1, _, _, _, _, _, OP_DATA, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
-            (1, _, _, _, _, _, OP_TAKEOVER, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
-            (1, _, _, _, _, _, OP_HELPER_DATA, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
-            (1, _, _, _, _, _, OP_HELPER_RESULT, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
-            (1, _, _, _, _, _, OP_HELPER_DATA, _, _, 0, _, _, _): drop(DROP_UNREGISTERED);
-            (1, _, _, _, _, _, OP_HELPER_DATA, _, _, _, 0, _, _): helper_data();
-            (1, _, _, _, _, _, OP_DATA, _, _, _, 0, FLAG_PROBE &&& FLAG_PROBE, _):
-                admit(KIND_PROBE);
-            (1, _, _, _, _, _, OP_DATA, _, _, _, 0, _, 0): admit(KIND_UNEXPECTED);
-            (1, _, _, _, _, _, OP_DATA, _, _, _, 0, _, _): admit(KIND_DATA);
-            (1, _, _, _, _, _, OP_TAKEOVER, _, _, _, 0, _, _): admit(KIND_TAKEOVER);
-            (1, _, _, _, _, _, OP_HELPER_RESULT, _, _, _, 0, _, _): admit_helper_result();
-            (1, _, _, _, _, _, OP_DATA, _, _, _, _, _, _): drop(DROP_SIM);
-            (1, _, _, _, _, _, OP_TAKEOVER, _, _, _, _, _, _): drop(DROP_SIM);
-            (1, _, _, _, _, _, OP_HELPER_DATA, _, _, _, _, _, _): drop(DROP_SIM);
-            (1, _, _, _, _, _, OP_HELPER_RESULT, _, _, _, _, _, _): drop(DROP_SIM);
-            (1, _, _, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_OP);
-        }
-        const default_action = NoAction();
-    }
-
     apply {
         /* only a well-formed SA-ATP frame is looked up (the lookups write its job index); the
          * condition is the parser's, so the lookups need not wait for anything */
@@ -165,13 +81,13 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
          * worker expected? (in place: worker_bit, which contributors writes, is left whole) */
         meta.num_slots = meta.num_slots |-| hdr.sa.slot;
         meta.expected = meta.expected & meta.worker_bit;
-        admit_sel.apply();
     }
 }
 
 /* What the aggregator's registers take from the job: the fan-in (the job's, or the packet's
- * where the job takes it in band), limit_add = AGGREGATING_BASE + fan_in - 1, and whether a
- * first contribution completes the chunk (fan-in 1) with the progress word it writes. */
+ * where the job takes it in band), limit_add = AGGREGATING_BASE + fan_in - 1, whether a
+ * first contribution completes the chunk (fan-in 1), and the progress word a DATA's or a
+ * HELPER_RESULT's claim writes. */
 control Limits(in headers_t hdr, inout ingress_metadata_t meta) {
     action inband_fanin() {
         meta.fan_in = hdr.sa.fanin;
@@ -193,10 +109,17 @@ control Limits(in headers_t hdr, inout ingress_metadata_t meta) {
         meta.start_done = done;
         meta.progress_in = progress_in;
     }
+    /* a HELPER_RESULT's progress word: COMPLETE_BASE | count, as a constant and a move (no
+     * ALU operation ties the count's container to the word's) */
+    action start_helper_result() {
+        meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
+        meta.progress_in[7:0] = hdr.sa.count;
+    }
     table start_sel {
         key = { meta.kind: ternary; meta.fan_in: ternary; }
-        actions = { start; start_data; NoAction; }
+        actions = { start; start_data; start_helper_result; NoAction; }
         const entries = {
+            (KIND_HELPER_RESULT, _): start_helper_result();
             (KIND_DATA, 0): start_data(1, PROGRESS_STARTED_DONE);
             (KIND_DATA, 1): start_data(1, PROGRESS_STARTED_DONE);
             (KIND_DATA, _): start_data(0, PROGRESS_STARTED);

@@ -47,6 +47,10 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * when some of its fields keep their value), or one and a constant: the bitmap an answer
  * carries gets a container of its own (docs/tofino.md, Compiling: where it stands). */
 @pa_container_size("ingress", "hdr.sa.bitmap", 32)
+/* A stateful ALU's output lands whole in one container: the generation (read or bumped by
+ * `generation`, compared by `member`) had been split over 8-bit containers, which no ALU
+ * operation can fill from it ("ATTACHED_OUTPUT_ILLEGAL_ALIGNMENT"). */
+@pa_container_size("ingress", "meta.gen", 16)
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -62,7 +66,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     Respond() respond;
     L2Forwarding() l2;
     L2Answer() l2_answer;
-    Limits() limits;
     PacketStats(true) stats;
     /* The aggregator of a management request (identity hashes, as admit's index_of) */
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;
@@ -73,6 +76,19 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
      * parser found (its tables go in the first stage) or comes at the end, and pass 1's
      * decisions are ternary tables with const entries (admit, l2_sel, the aggregator's
      * selectors, decide) applied without a condition: their keys carry the pass. */
+    /* abs_slot = slot_base + slot, for a frame from a port (a table, not an `if`) */
+    action add_slot() {
+        meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
+    }
+    table abs_slot_sel {
+        key = { meta.port_frame: exact; }
+        actions = { add_slot; NoAction; }
+        const entries = {
+            1: add_slot();
+        }
+        const default_action = NoAction();
+    }
+
     apply {
         if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
             meta.sa_valid = 1;
@@ -89,6 +105,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
 
         if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
             meta.port_frame = 1;   /* pass 1 of a frame from a port: admitted, counted */
+            meta.set_bit = hdr.sa.flags[0:0];   /* the aggregator: abs_slot ++ set_bit */
             if (hdr.sa.isValid()) {
                 rx_op = hdr.sa.op;
             }
@@ -106,6 +123,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
                 meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
+                meta.abs_slot = hdr.packet_out.aggregator[12:1];   /* for `valid` (a clear) */
+                meta.set_bit = hdr.packet_out.aggregator[0:0];
                 lane_index = lanes_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
@@ -151,11 +170,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         drop_sim.apply(ig_intr_md.ingress_port, meta.loss_left);
         source_guard.apply(hdr, meta);
         l2.apply(hdr, meta);   /* dmac: where admit's forward goes */
-        meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
-        /* the lookups, then admit: a drop reason, forwarding, or the packet's kind */
-        admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err, ig_dprsr_md, ig_tm_md);
-        l2_answer.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-        limits.apply(hdr, meta);
+        abs_slot_sel.apply();
+        /* the lookups, which the aggregator's admit_sel reads */
+        admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err);
 
         /* Ingress -> egress: what is known by now, in one action (the TNA idiom for bridged
          * metadata); the answers below set to_job, to_cpu and to_loop in the header itself. */
@@ -170,7 +187,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.bridge.job_index = meta.job_index;
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
 
-        aggregator.apply(hdr, meta);
+        /* admit_sel (with `valid`), the limits, the state registers */
+        aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+        l2_answer.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
         decide.apply(meta, ig_dprsr_md);
         passes.apply(ig_intr_md, meta);
         respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);

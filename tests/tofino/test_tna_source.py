@@ -105,10 +105,10 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.start_done": range(2),
            # admit_sel: zero tests as 0 and 1, the ops and flags as they come
            "meta.drop_reason": (0, 1), "meta.spoofed": range(2), "meta.sa_valid": range(2),
-           "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": range(16),
+           "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": (*range(9), 15),
            "meta.worker_bit": range(2), "meta.num_slots": range(2),
            "meta.helper_known": range(2), "meta.loss_left": range(2),
-           "hdr.sa.flags": (0, 0x01, 0x10, 0x11, 0x12), "meta.expected": range(2),
+           "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": range(2),
            "meta.port_frame": range(2),
            # l2_sel, fan_in_sel, start_sel
            "meta.use_l2": range(2), "meta.l2_flood": range(2), "meta.udp_valid": range(2),
@@ -147,7 +147,9 @@ def _named(function):
     return lambda m: (function(m), ())
 
 
-TABLE_FUNCTIONS = {"decide": ("Decide", tables.decide), "admit_sel": ("JobAdmission", tables.admit),
+TABLE_FUNCTIONS = {"decide": ("Decide", tables.decide), "admit_sel": ("Aggregator", tables.admit),
+                   "abs_slot_sel": ("SaAtpIngress", lambda m: (
+                       ("add_slot", ()) if m["port_frame"] else ("NoAction", ()))),
                    "l2_sel": ("L2Answer", _named(tables.l2_sel)),
                    "fan_in_sel": ("Limits", _named(tables.fan_in_sel)),
                    "start_sel": ("Limits", tables.start_sel)}

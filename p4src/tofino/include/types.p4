@@ -203,6 +203,7 @@ struct ingress_metadata_t {
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
+    bit<1>      set_bit;     /* the packet's SET flag (a request's aggregator bit 0) */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
     bit<18>     progress_in;   /* a progress word to write (all are below 2^18) */
     bit<32>     limit_add;
@@ -211,7 +212,7 @@ struct ingress_metadata_t {
     bit<8>      was_valid;
     bit<2>      run_class;
     bit<2>      situation;
-    bit<32>     gen;
+    bit<16>     gen;
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;

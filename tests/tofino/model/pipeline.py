@@ -173,13 +173,12 @@ class TnaModel:
             hdr["udp"]["src_port"], hdr["udp"]["checksum"] = P.UDP_PORT, 0
             phv.tm["ucast"] = m["helper_port"]
             phv.bridge["to_worker"] = 1   # to the helper the SA-ATP header's reason names
-        elif action == "admit":
-            m["kind"] = args[0]
-        elif action == "admit_helper_result":
-            m["kind"] = T.KIND_HELPER_RESULT
-            m["progress_in"] = COMPLETE_BASE | sa["count"]
+        elif action in ("admit", "admit_data"):
+            m["kind"] = args[0] if args else T.KIND_DATA
         if m["sa_valid"]:
             self._prepare(phv)
+        if action in tables.ADMITTED and action != "helper_data":   # the first register
+            self._execute(phv, "valid", "valid_occupy" if action == "admit_data" else "valid_peek")
         return False
 
     def _lookups(self, phv: Phv, port: int) -> None:
@@ -212,7 +211,9 @@ class TnaModel:
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
         action, args = tables.start_sel(m)
-        if action != "NoAction":
+        if action == "start_helper_result":
+            m["progress_in"] = COMPLETE_BASE | sa["count"]
+        elif action != "NoAction":
             m["start_done"] = args[0]
         if action == "start_data":
             m["progress_in"] = args[1]
@@ -235,6 +236,8 @@ class TnaModel:
 
     def _aggregator(self, phv: Phv) -> None:
         m = phv.meta
+        if not m["port_frame"] and tables.admit(m)[0] == "do_valid_vacate":   # pass 2's clear
+            self._execute(phv, "valid", "valid_vacate")
         for name, select in tables.SELECTORS.items():
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)

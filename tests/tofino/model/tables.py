@@ -24,17 +24,20 @@ PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HE
 
 
 HOST_OPS = (P.Op.DATA, P.Op.TAKEOVER, P.Op.HELPER_DATA, P.Op.HELPER_RESULT)
-ADMITTED = ("helper_data", "admit", "admit_helper_result")   # what the drop simulator may drop
+ADMITTED = ("helper_data", "admit", "admit_data")   # what the drop simulator may drop
 
 
 def admit(m: dict) -> tuple[str, tuple[int, ...]]:
-    """The admission of a frame from a port (job_admission.p4's admit_sel), in the v1model
+    """The admission of a frame from a port (aggregator.p4's admit_sel, which also runs
+    `valid`: occupy for DATA, peek for the other kinds), in the v1model
     program's order (docs/protocol.md §6, §9): malformed, spoofed, not SA-ATP, unknown job,
     transit, op, registration, slot range, helper, the drop simulator; then what the
     aggregator is asked. ``worker_bit``, ``num_slots`` (less the slot), ``loss_left`` and
     ``expected`` (and the worker's bit) count by whether they are 0. Only pass 1 of a frame
     from a port (``port_frame``) is admitted."""
-    if not m["port_frame"] or m["drop_reason"] == P.DropReason.MALFORMED:
+    if not m["port_frame"]:   # and in pass 2, a management clear vacates the aggregator
+        return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "NoAction"), ()
+    if m["drop_reason"] == P.DropReason.MALFORMED:
         return "NoAction", ()
     if m["spoofed"]:
         return "spoofed", ()
@@ -60,10 +63,10 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     if op == P.Op.DATA and m["flags"] & P.Flag.PROBE:
         return "admit", (KIND_PROBE,)
     if op == P.Op.DATA:
-        return "admit", (KIND_DATA if m["expected"] else KIND_UNEXPECTED,)
+        return ("admit_data", ()) if m["expected"] else ("admit", (KIND_UNEXPECTED,))
     if op == P.Op.TAKEOVER:
         return "admit", (KIND_TAKEOVER,)
-    return "admit_helper_result", ()
+    return "admit", (KIND_HELPER_RESULT,)
 
 
 def l2_sel(m: dict) -> str:
@@ -87,6 +90,8 @@ def start_sel(m: dict) -> tuple[str, tuple[int, ...]]:
     """Whether a first contribution completes its chunk (fan-in 1, or 0), and the progress
     word a DATA's claim writes (job_admission.p4's Limits)."""
     done = int(m["fan_in"] <= 1)
+    if m["kind"] == KIND_HELPER_RESULT:   # COMPLETE_BASE | the packet's count
+        return "start_helper_result", ()
     if m["kind"] == KIND_DATA:
         state = 0x10000 if done else 0x30000   # COMPLETE_BASE, AGGREGATING_BASE
         return "start_data", (done, state | 1)
@@ -103,12 +108,6 @@ def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) 
     if report_only and m["kind"] != KIND_MGMT_READ:
         return "NoAction"
     return read or "NoAction"
-
-
-def valid_sel(m: dict) -> str:
-    if m["pass"] == PASS_STATE and m["kind"] in PASS_ONE_KINDS:
-        return "do_valid_occupy" if m["kind"] == KIND_DATA else "do_valid_peek"
-    return _pass_two(m, "do_valid_vacate", None)
 
 
 def run_id_sel(m: dict) -> str:
@@ -268,7 +267,7 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
 
 
 SELECTORS = {
-    "valid_sel": valid_sel, "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
+    "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
     "generation_sel": generation_sel, "agreed_scale_sel": agreed_scale_sel,
     "member_sel": member_sel, "progress_check_sel": progress_check_sel,
     "progress_sel": progress_sel, "contributors_sel": contributors_sel,
