@@ -242,8 +242,9 @@ class TnaModel:
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)
             if name == "progress_check_sel":
-                m["check_delta"] = {"check_duplicate": 0xFFFE0000, "check_takeover": 0xFFFF0000,
-                                    "check_nothing": 0}[action]
+                if action != "NoAction":   # the delta, in progress_in (aggregator.p4)
+                    m["progress_in"] = {"check_duplicate": 0xFFFE0000,
+                                        "check_takeover": 0xFFFF0000, "check_nothing": 0}[action]
                 if action == "check_takeover":
                     m["limit_add"] = AGGREGATING_BASE - 1
                 continue

@@ -160,6 +160,10 @@ def member_sel(m: dict) -> str:
 
 
 def progress_check_sel(m: dict) -> str:
+    """The delta progress_check adds, in progress_in, where no claim needs progress_in."""
+    if _data(m, SIT_NEWER) or (m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT
+                               and m["situation"] == SIT_HELD):
+        return "NoAction"
     if _data(m, SIT_HELD) and m["scale_ok"] == 1:
         return "check_duplicate"
     if (m["pass"] == PASS_STATE and m["kind"] == KIND_TAKEOVER
