@@ -37,6 +37,7 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     action set_worker(bit<32> worker_bit) {
+        meta.registered = 1;
         meta.worker_bit = worker_bit;
     }
 
@@ -78,9 +79,10 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
             worker_ports.apply();
         }
         /* slot >= num_slots when nothing is left of num_slots - slot (saturating); is the
-         * worker expected? (in place: worker_bit, which contributors writes, is left whole) */
+         * worker expected? (in place: contributors writes worker_bit only for an expected
+         * worker's DATA, where it is the worker's bit; expected is not needed after this) */
         meta.num_slots = meta.num_slots |-| hdr.sa.slot;
-        meta.expected = meta.expected & meta.worker_bit;
+        meta.worker_bit = meta.worker_bit & meta.expected;
     }
 }
 

@@ -106,7 +106,8 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            # admit_sel: zero tests as 0 and 1, the ops and flags as they come
            "meta.drop_reason": (0, 1), "meta.spoofed": range(2), "meta.sa_valid": range(2),
            "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": (*range(9), 15),
-           "meta.worker_bit": range(2), "meta.num_slots": range(2),
+           "meta.registered": range(2), "meta.num_slots": range(2),
+           "meta.worker_bit": range(2),
            "meta.helper_known": range(2), "meta.loss_left": range(2),
            "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": range(2),
            "meta.port_frame": range(2),

@@ -193,7 +193,8 @@ struct ingress_metadata_t {
     bit<8>      fan_in;
     bit<32>     expected;
     bit<1>      inband_fanin;
-    bit<32>     worker_bit;
+    bit<1>      registered;  /* the workers table knows the worker on its port and addresses */
+    bit<32>     worker_bit;  /* its bit, and the expected set's (expected & worker_bit) */
     bit<1>      transit;
     bit<1>      helper_known;
     PortId_t    helper_port;

@@ -151,7 +151,7 @@ class TnaModel:
         if m["drop_reason"] == 0 and m["sa_valid"]:   # only a well-formed SA-ATP frame
             self._lookups(phv, port)
         m["num_slots"] = max(m["num_slots"] - sa["slot"], 0)
-        m["expected"] &= m["worker_bit"]
+        m["worker_bit"] &= m["expected"]
         keys = defaultdict(int, m, op=sa["op"], flags=sa["flags"])
         action, args = tables.admit(keys)
         # the drop simulator's draw: taken only where the v1model program draws, i.e. where
@@ -194,7 +194,7 @@ class TnaModel:
             "ig_intr_md.ingress_port": port, "hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"],
             "hdr.ipv4.src_addr": hdr["ipv4"]["src_addr"]})
         if worker[2]:
-            m["worker_bit"] = worker[1]["worker_bit"]
+            m["registered"], m["worker_bit"] = 1, worker[1]["worker_bit"]
         helper = self.switch.lookup("pipe.SaAtpIngress.admission.worker_ports",
                                     {"hdr.sa.job": sa["job"], "hdr.sa.reason": sa["reason"]})
         if helper[2]:

@@ -32,8 +32,8 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     `valid`: occupy for DATA, peek for the other kinds), in the v1model
     program's order (docs/protocol.md §6, §9): malformed, spoofed, not SA-ATP, unknown job,
     transit, op, registration, slot range, helper, the drop simulator; then what the
-    aggregator is asked. ``worker_bit``, ``num_slots`` (less the slot), ``loss_left`` and
-    ``expected`` (and the worker's bit) count by whether they are 0. Only pass 1 of a frame
+    aggregator is asked. ``registered``, ``num_slots`` (less the slot), ``loss_left`` and
+    ``worker_bit`` (and the expected set's) count by whether they are 0. Only pass 1 of a frame
     from a port (``port_frame``) is admitted."""
     if not m["port_frame"]:   # and in pass 2, a management clear vacates the aggregator
         return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "NoAction"), ()
@@ -50,7 +50,7 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     op = m["op"]
     if op not in HOST_OPS:
         return "drop", (P.DropReason.BAD_OP,)
-    if not m["worker_bit"]:
+    if not m["registered"]:
         return "drop", (P.DropReason.UNREGISTERED,)
     if m["num_slots"] == 0:
         return "drop", (P.DropReason.SLOT_RANGE,)
@@ -63,7 +63,7 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     if op == P.Op.DATA and m["flags"] & P.Flag.PROBE:
         return "admit", (KIND_PROBE,)
     if op == P.Op.DATA:
-        return ("admit_data", ()) if m["expected"] else ("admit", (KIND_UNEXPECTED,))
+        return ("admit_data", ()) if m["worker_bit"] else ("admit", (KIND_UNEXPECTED,))
     if op == P.Op.TAKEOVER:
         return "admit", (KIND_TAKEOVER,)
     return "admit", (KIND_HELPER_RESULT,)
