@@ -90,15 +90,14 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
 
     /* Zero tests are exact values (0) ahead of a wildcard: registered 0 is an unregistered
      * worker, num_slots 0 a slot out of range (num_slots |-| slot), loss_left 0 a packet the
-     * drop simulator keeps, worker_bit 0 a worker outside the expected set (worker_bit &
-     * expected, in place). Host ops are DATA, TAKEOVER, HELPER_DATA and HELPER_RESULT. */
+     * drop simulator keeps, expected_worker 0 a worker outside the expected set. Host ops are DATA, TAKEOVER, HELPER_DATA and HELPER_RESULT. */
     /* and, in pass 2, a management clear vacates the aggregator */
     action do_valid_vacate() { valid_vacate.execute(valid_at.get({meta.abs_slot, meta.set_bit})); }
     table admit_sel {
         key = { meta.port_frame: ternary; meta.kind: ternary; meta.drop_reason: ternary; meta.spoofed: ternary;
                 meta.sa_valid: ternary; meta.job_known: ternary; meta.transit: ternary; hdr.sa.op: ternary;
                 meta.registered: ternary; meta.num_slots: ternary; meta.helper_known: ternary;
-                meta.loss_left: ternary; hdr.sa.flags: ternary; meta.worker_bit: ternary; }
+                meta.loss_left: ternary; hdr.sa.flags: ternary; meta.expected_worker: ternary; }
         actions = { drop; spoofed; forward; helper_data; admit; admit_data; do_valid_vacate;
                     NoAction; }
         const entries = {

@@ -69,6 +69,52 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
         size = MAX_WORKER_ENTRIES;
     }
 
+    /* Is the worker in the job's expected set? Its bit in `expected`, by a ternary match on
+     * that bit (an AND of the two 32-bit fields would tie their containers together, and the
+     * PHV allocation after placement found no pair of 32-bit containers for them). */
+    action is_expected() {
+        meta.expected_worker = 1;
+    }
+    table expected_sel {
+        key = { hdr.sa.worker: ternary; meta.expected: ternary; }
+        actions = { is_expected; NoAction; }
+        const entries = {
+            (0, 0x00000001 &&& 0x00000001): is_expected();
+            (1, 0x00000002 &&& 0x00000002): is_expected();
+            (2, 0x00000004 &&& 0x00000004): is_expected();
+            (3, 0x00000008 &&& 0x00000008): is_expected();
+            (4, 0x00000010 &&& 0x00000010): is_expected();
+            (5, 0x00000020 &&& 0x00000020): is_expected();
+            (6, 0x00000040 &&& 0x00000040): is_expected();
+            (7, 0x00000080 &&& 0x00000080): is_expected();
+            (8, 0x00000100 &&& 0x00000100): is_expected();
+            (9, 0x00000200 &&& 0x00000200): is_expected();
+            (10, 0x00000400 &&& 0x00000400): is_expected();
+            (11, 0x00000800 &&& 0x00000800): is_expected();
+            (12, 0x00001000 &&& 0x00001000): is_expected();
+            (13, 0x00002000 &&& 0x00002000): is_expected();
+            (14, 0x00004000 &&& 0x00004000): is_expected();
+            (15, 0x00008000 &&& 0x00008000): is_expected();
+            (16, 0x00010000 &&& 0x00010000): is_expected();
+            (17, 0x00020000 &&& 0x00020000): is_expected();
+            (18, 0x00040000 &&& 0x00040000): is_expected();
+            (19, 0x00080000 &&& 0x00080000): is_expected();
+            (20, 0x00100000 &&& 0x00100000): is_expected();
+            (21, 0x00200000 &&& 0x00200000): is_expected();
+            (22, 0x00400000 &&& 0x00400000): is_expected();
+            (23, 0x00800000 &&& 0x00800000): is_expected();
+            (24, 0x01000000 &&& 0x01000000): is_expected();
+            (25, 0x02000000 &&& 0x02000000): is_expected();
+            (26, 0x04000000 &&& 0x04000000): is_expected();
+            (27, 0x08000000 &&& 0x08000000): is_expected();
+            (28, 0x10000000 &&& 0x10000000): is_expected();
+            (29, 0x20000000 &&& 0x20000000): is_expected();
+            (30, 0x40000000 &&& 0x40000000): is_expected();
+            (31, 0x80000000 &&& 0x80000000): is_expected();
+        }
+        const default_action = NoAction();
+    }
+
     apply {
         /* only a well-formed SA-ATP frame is looked up (the lookups write its job index); the
          * condition is the parser's, so the lookups need not wait for anything */
@@ -78,11 +124,9 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
             workers.apply();
             worker_ports.apply();
         }
-        /* slot >= num_slots when nothing is left of num_slots - slot (saturating); is the
-         * worker expected? (in place: contributors writes worker_bit only for an expected
-         * worker's DATA, where it is the worker's bit; expected is not needed after this) */
+        /* slot >= num_slots when nothing is left of num_slots - slot (saturating) */
         meta.num_slots = meta.num_slots |-| hdr.sa.slot;
-        meta.worker_bit = meta.worker_bit & meta.expected;
+        expected_sel.apply();
     }
 }
 

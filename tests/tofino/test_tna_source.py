@@ -107,9 +107,9 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.drop_reason": (0, 1), "meta.spoofed": range(2), "meta.sa_valid": range(2),
            "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": (*range(9), 15),
            "meta.registered": range(2), "meta.num_slots": range(2),
-           "meta.worker_bit": range(2),
+           "meta.expected_worker": range(2), "hdr.sa.worker": (0, 1, 5, 31, 32, 255),
            "meta.helper_known": range(2), "meta.loss_left": range(2),
-           "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": range(2),
+           "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": (0, 1, 2, 0x20, 0x80000000, 0xFFFFFFFF),
            "meta.port_frame": range(2),
            # l2_sel, fan_in_sel, start_sel
            "meta.use_l2": range(2), "meta.l2_flood": range(2), "meta.udp_valid": range(2),
@@ -153,6 +153,7 @@ TABLE_FUNCTIONS = {"decide": ("Decide", tables.decide), "admit_sel": ("Aggregato
                        ("add_slot", ()) if m["port_frame"] else ("NoAction", ()))),
                    "l2_sel": ("L2Answer", _named(tables.l2_sel)),
                    "fan_in_sel": ("Limits", _named(tables.fan_in_sel)),
+                   "expected_sel": ("JobAdmission", _named(tables.expected_sel)),
                    "start_sel": ("Limits", tables.start_sel)}
 
 

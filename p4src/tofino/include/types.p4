@@ -194,7 +194,8 @@ struct ingress_metadata_t {
     bit<32>     expected;
     bit<1>      inband_fanin;
     bit<1>      registered;  /* the workers table knows the worker on its port and addresses */
-    bit<32>     worker_bit;  /* its bit, and the expected set's (expected & worker_bit) */
+    bit<32>     worker_bit;  /* its bit (1 << worker) */
+    bit<1>      expected_worker;   /* its bit is set in the job's expected set */
     bit<1>      transit;
     bit<1>      helper_known;
     PortId_t    helper_port;

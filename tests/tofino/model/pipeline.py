@@ -151,7 +151,8 @@ class TnaModel:
         if m["drop_reason"] == 0 and m["sa_valid"]:   # only a well-formed SA-ATP frame
             self._lookups(phv, port)
         m["num_slots"] = max(m["num_slots"] - sa["slot"], 0)
-        m["worker_bit"] &= m["expected"]
+        if tables.expected_sel(defaultdict(int, m, worker=sa.get("worker", 0))) == "is_expected":
+            m["expected_worker"] = 1
         keys = defaultdict(int, m, op=sa["op"], flags=sa["flags"])
         action, args = tables.admit(keys)
         # the drop simulator's draw: taken only where the v1model program draws, i.e. where

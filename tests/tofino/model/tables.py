@@ -33,7 +33,7 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     program's order (docs/protocol.md §6, §9): malformed, spoofed, not SA-ATP, unknown job,
     transit, op, registration, slot range, helper, the drop simulator; then what the
     aggregator is asked. ``registered``, ``num_slots`` (less the slot), ``loss_left`` and
-    ``worker_bit`` (and the expected set's) count by whether they are 0. Only pass 1 of a frame
+    ``expected_worker`` count by whether they are 0. Only pass 1 of a frame
     from a port (``port_frame``) is admitted."""
     if not m["port_frame"]:   # and in pass 2, a management clear vacates the aggregator
         return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "NoAction"), ()
@@ -63,10 +63,15 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     if op == P.Op.DATA and m["flags"] & P.Flag.PROBE:
         return "admit", (KIND_PROBE,)
     if op == P.Op.DATA:
-        return ("admit_data", ()) if m["worker_bit"] else ("admit", (KIND_UNEXPECTED,))
+        return ("admit_data", ()) if m["expected_worker"] else ("admit", (KIND_UNEXPECTED,))
     if op == P.Op.TAKEOVER:
         return "admit", (KIND_TAKEOVER,)
     return "admit", (KIND_HELPER_RESULT,)
+
+
+def expected_sel(m: dict) -> str:
+    """Whether the worker is in the job's expected set (its bit in ``expected``)."""
+    return "is_expected" if m["worker"] < 32 and m["expected"] >> m["worker"] & 1 else "NoAction"
 
 
 def l2_sel(m: dict) -> str:
