@@ -336,12 +336,12 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
      * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
      * over to a helper, or nothing (a read). */
-    /* progress_check adds progress_in (here a delta) to a cell above limit_add: a duplicate
+    /* progress_check subtracts progress_in from a cell above limit_add: a duplicate
      * completes the chunk when the count is past fan-in - 1; a takeover, which has no other
-     * use for limit_add, sets it so that it finds the slot AGGREGATING; a read adds nothing.
+     * use for limit_add, sets it so that it finds the slot AGGREGATING; a read takes nothing.
      * A stateful ALU takes at most two PHV words: limit_add and progress_in, which is the
      * word the claims write (a DATA's first contribution, a stored HELPER_RESULT: left as
-     * start_sel set it) or the delta, never both in one pass. */
+     * start_sel set it) or the amount, never both in one pass; all below 2^18. */
     action check_duplicate() { meta.progress_in = DUP_COMPLETE; }
     action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.progress_in = TAKE_OVER; }
     action check_nothing() { meta.progress_in = 0; }
@@ -360,7 +360,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
 
     /* -- progress: phase << 16 | count ----------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.progress_in; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = (bit<32>)meta.progress_in; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(progress) progress_add = {
         void apply(inout bit<32> cell, out bit<32> rv) {
@@ -376,7 +376,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
             if (cell > meta.limit_add) {
-                cell = cell + meta.progress_in;
+                cell = cell - (bit<32>)meta.progress_in;
             }
         }
     };
@@ -384,7 +384,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
             if (cell >= TAKEN_BASE && cell < AGGREGATING_BASE) {
-                cell = meta.progress_in;
+                cell = (bit<32>)meta.progress_in;
             }
         }
     };

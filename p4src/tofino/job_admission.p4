@@ -151,14 +151,14 @@ control Limits(in headers_t hdr, inout ingress_metadata_t meta) {
     action start(bit<1> done) {
         meta.start_done = done;
     }
-    action start_data(bit<1> done, bit<32> progress_in) {
+    action start_data(bit<1> done, bit<18> progress_in) {
         meta.start_done = done;
         meta.progress_in = progress_in;
     }
     /* a HELPER_RESULT's progress word: COMPLETE_BASE | count, as a constant and a move (no
      * ALU operation ties the count's container to the word's) */
     action start_helper_result() {
-        meta.progress_in[31:8] = (bit<24>)(COMPLETE_BASE >> 8);
+        meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
         meta.progress_in[7:0] = hdr.sa.count;
     }
     table start_sel {

@@ -40,11 +40,11 @@ const bit<2>  PHASE_AGGREGATING = 3;
 const bit<32> COMPLETE_BASE     = 0x10000;          /* PHASE_COMPLETE << 16 */
 const bit<32> TAKEN_BASE        = 0x20000;          /* PHASE_TAKEN << 16 */
 const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 */
-const bit<32> PROGRESS_STARTED      = 0x30001;   /* AGGREGATING_BASE | 1: a first contribution */
-const bit<32> PROGRESS_STARTED_DONE = 0x10001;   /* COMPLETE_BASE | 1: one that completes */
+const bit<18> PROGRESS_STARTED      = 0x30001;   /* AGGREGATING_BASE | 1: a first contribution */
+const bit<18> PROGRESS_STARTED_DONE = 0x10001;   /* COMPLETE_BASE | 1: one that completes */
 const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
-const bit<32> DUP_COMPLETE      = 0xFFFE0000;       /* AGGREGATING -> COMPLETE */
-const bit<32> TAKE_OVER         = 0xFFFF0000;       /* AGGREGATING -> TAKEN */
+const bit<18> DUP_COMPLETE      = 0x20000;          /* less: AGGREGATING -> COMPLETE */
+const bit<18> TAKE_OVER         = 0x10000;          /* less: AGGREGATING -> TAKEN */
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
@@ -207,7 +207,7 @@ struct ingress_metadata_t {
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
     bit<1>      set_bit;     /* the packet's SET flag (a request's aggregator bit 0) */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
-    bit<32>     progress_in;   /* a progress word to write, or progress_check's delta */
+    bit<18>     progress_in;   /* a progress word to write, or what progress_check subtracts */
     bit<32>     limit_add;
     bit<1>      start_done;
     bit<8>      was_valid;

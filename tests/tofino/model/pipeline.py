@@ -243,9 +243,9 @@ class TnaModel:
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)
             if name == "progress_check_sel":
-                if action != "NoAction":   # the delta, in progress_in (aggregator.p4)
-                    m["progress_in"] = {"check_duplicate": 0xFFFE0000,
-                                        "check_takeover": 0xFFFF0000, "check_nothing": 0}[action]
+                if action != "NoAction":   # what it subtracts, in progress_in (aggregator.p4)
+                    m["progress_in"] = {"check_duplicate": 0x20000, "check_takeover": 0x10000,
+                                        "check_nothing": 0}[action]
                 if action == "check_takeover":
                     m["limit_add"] = AGGREGATING_BASE - 1
                 continue

@@ -87,7 +87,7 @@ def progress_add(cell, phv):
 
 def progress_check(cell, phv):
     if cell > phv.limit_add:
-        return (cell + phv.progress_in) & M32, cell
+        return (cell - phv.progress_in) & M32, cell
     return cell, cell
 
 
