@@ -72,7 +72,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.udp.src_port = SA_ATP_UDP_PORT;
         hdr.udp.checksum = 0;
         ig_tm_md.ucast_egress_port = meta.helper_port;
-        meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
+        hdr.bridge.to_worker = 1;   /* to the helper hdr.sa.reason names */
     }
     /* index = abs_slot ++ SET (the member index is hashed where it is used); `valid` is
      * addressed by the same hash, straight into its address: the admission and the first

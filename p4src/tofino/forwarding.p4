@@ -38,7 +38,7 @@ control L2Answer(in headers_t hdr, inout ingress_metadata_t meta,
     }
     action to_all() {
         ig_tm_md.mcast_grp_a = FLOOD_GROUP;
-        meta.flood = 1;
+        hdr.bridge.flood = 1;
     }
     action no_flood() {
         meta.drop_reason = DROP_NO_FLOOD;

@@ -175,11 +175,12 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err);
 
         /* Ingress -> egress: what is known by now, in one action (the TNA idiom for bridged
-         * metadata); the answers below set to_job, to_cpu and to_loop in the header itself. */
+         * metadata); the tables below (admit_sel, l2_sel, answer) set to_worker, flood,
+         * to_job, to_cpu and to_loop in the header itself, after this. */
         hdr.bridge.setValid();
         hdr.bridge.to_job = 0;
-        hdr.bridge.flood = meta.flood;
-        hdr.bridge.to_worker = meta.to_worker;
+        hdr.bridge.flood = 0;
+        hdr.bridge.to_worker = 0;
         hdr.bridge.transit = meta.transit;
         hdr.bridge.to_cpu = 0;
         hdr.bridge.to_loop = 0;

@@ -171,10 +171,8 @@ struct headers_t {
 }
 
 struct ingress_metadata_t {
-    /* bridged to egress (bridge_h), before the aggregator; to_job, to_cpu and to_loop are
-     * written into the bridge header by the answers */
-    bit<1>      flood;
-    bit<1>      to_worker;
+    /* bridged to egress (bridge_h), before the aggregator; to_worker, flood, to_job, to_cpu
+     * and to_loop are written into the bridge header by the tables that decide them */
     bit<1>      sa_valid;
     bit<1>      udp_valid;
     bit<1>      port_frame;  /* pass 1 of a frame from a port */
