@@ -30,7 +30,7 @@ control L2Forwarding(in headers_t hdr, inout ingress_metadata_t meta) {
     }
 }
 
-control L2Answer(in headers_t hdr, inout ingress_metadata_t meta,
+control L2Answer(inout headers_t hdr, inout ingress_metadata_t meta,
                  inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                  inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     action to_port() {
