@@ -1,9 +1,10 @@
 /* The aggregators' state (docs/protocol.md §4; layout and reasoning in docs/tofino.md, 'State
  * registers'). Pass 1 runs the state machine of §4.2-§4.5 as a chain of registers, each read and
  * updated by one RegisterAction that its selector table (<register>_sel, const entries) picks
- * from what the registers before it returned:
+ * from what the registers before it returned; `valid`'s selector is the admission's outcome,
+ * admit_sel, which gives the packet its kind:
  *
- *   valid -> run_id -> chunk_id -> generation, agreed_scale -> member -> progress
+ *   admit_sel (valid) -> run_id -> chunk_id -> generation, agreed_scale -> member -> progress
  *         -> contributors, max_exp, helper_id -> decide (decide.p4)
  *
  * `progress` holds the slot state (bits 17:16, PHASE_*) and the count (bits 15:0) in one word,
@@ -14,13 +15,24 @@
 #ifndef SA_ATP_TNA_AGGREGATOR_P4
 #define SA_ATP_TNA_AGGREGATOR_P4
 
-control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
+control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* The aggregator's index is a concatenation, built by the hash unit (identity), not by
+     * an action's ALU: an ALU operation ties the sizes of its operands' containers together
+     * (an 18-bit member index built from the slot had pulled the slot fields of the resubmit
+     * and pass headers into 32-bit containers, which their layout forbids). */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) valid_at;   /* the same, for valid's address */
+    Limits() limits;
     Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) valid;          /* 1: not EMPTY */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) run_id;
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) chunk_id;
-    Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) generation;     /* aggregations begun */
+    Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) generation;     /* aggregations begun */
     Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) agreed_scale;
-    Register<bit<32>, member_index_t>(NUM_MEMBER_CELLS, 0) member;    /* [index * 32 + worker] */
+    /* 16-bit cells: 8192 x 32 of them take 32 SRAM blocks, which one stage holds beside the
+     * lanes; 32-bit cells (64 blocks) would not fit in a stage (docs/tofino.md, 'Stages') */
+    Register<bit<16>, member_index_t>(NUM_MEMBER_CELLS, 0) member;    /* [index * 32 + worker] */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) progress;       /* phase << 16 | count */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) contributors;
     Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) max_exp;
@@ -39,19 +51,85 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     RegisterAction<bit<8>, agg_index_t, bit<8>>(valid) valid_peek = {
         void apply(inout bit<8> cell, out bit<8> was) { was = cell; }
     };
-    action do_valid_occupy() { meta.was_valid = valid_occupy.execute(meta.index); }
-    action do_valid_vacate() { valid_vacate.execute(meta.index); }
-    action do_valid_peek() { meta.was_valid = valid_peek.execute(meta.index); }
-    table valid_sel {
-        key = { meta.pass: exact; meta.kind: exact; }
-        actions = { do_valid_occupy; do_valid_vacate; do_valid_peek; NoAction; }
+    /* -- admit_sel: the admission's outcome, and `valid` ------------------------------------
+     * What pass 1 does with a frame from a port, from the admission's lookups (job_admission.p4),
+     * the parser's and the source guard's findings, in the v1model program's order. */
+    action drop(bit<4> reason) {
+        meta.drop_reason = reason;
+        ig_dprsr_md.drop_ctl = 1;
+    }
+    action spoofed() {   /* counted as the v1model program counts it: under no job */
+        meta.drop_reason = DROP_SPOOFED;
+        ig_dprsr_md.drop_ctl = 1;
+        meta.job_index = 0;
+    }
+    action forward() {   /* not SA-ATP, or a job aggregated by another switch */
+        meta.use_l2 = 1;
+    }
+    action helper_data() {   /* on to its helper, from the address it was sent to: the switch's */
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.udp.src_port = SA_ATP_UDP_PORT;
+        hdr.udp.checksum = 0;
+        ig_tm_md.ucast_egress_port = meta.helper_port;
+        hdr.bridge.to_worker = 1;   /* to the helper hdr.sa.reason names */
+    }
+    /* index = abs_slot ++ SET (the member index is hashed where it is used); `valid` is
+     * addressed by the same hash, straight into its address: the admission and the first
+     * register of the chain in one stage */
+    action admit(bit<3> kind) {
+        meta.kind = kind;
+        meta.index = index_of.get({meta.abs_slot, meta.set_bit});
+        meta.was_valid = valid_peek.execute(valid_at.get({meta.abs_slot, meta.set_bit}));
+    }
+    action admit_data() {
+        meta.kind = KIND_DATA;
+        meta.index = index_of.get({meta.abs_slot, meta.set_bit});
+        meta.was_valid = valid_occupy.execute(valid_at.get({meta.abs_slot, meta.set_bit}));
+    }
+
+    /* Zero tests are exact values (0) ahead of a wildcard: registered 0 is an unregistered
+     * worker, num_slots 0 a slot out of range (num_slots |-| slot), loss_left 0 a packet the
+     * drop simulator keeps, expected_worker 0 a worker outside the expected set. Host ops are DATA, TAKEOVER, HELPER_DATA and HELPER_RESULT. */
+    /* and, in pass 2, a management clear vacates the aggregator */
+    action do_valid_vacate() { valid_vacate.execute(valid_at.get({meta.abs_slot, meta.set_bit})); }
+    table admit_sel {
+        key = { meta.port_frame: ternary; meta.kind: ternary; meta.drop_reason: ternary; meta.spoofed: ternary;
+                meta.sa_valid: ternary; meta.job_known: ternary; meta.transit: ternary; hdr.sa.op: ternary;
+                meta.registered: ternary; meta.num_slots: ternary; meta.helper_known: ternary;
+                meta.loss_left: ternary; hdr.sa.flags: ternary; meta.expected_worker: ternary; }
+        actions = { drop; spoofed; forward; helper_data; admit; admit_data; do_valid_vacate;
+                    NoAction; }
         const entries = {
-            (PASS_STATE, KIND_DATA): do_valid_occupy();
-            (PASS_STATE, KIND_UNEXPECTED): do_valid_peek();
-            (PASS_STATE, KIND_PROBE): do_valid_peek();
-            (PASS_STATE, KIND_TAKEOVER): do_valid_peek();
-            (PASS_STATE, KIND_HELPER_RESULT): do_valid_peek();
-            (PASS_LANES, KIND_MGMT_CLEAR): do_valid_vacate();
+            /* not pass 1 of a frame from a port */
+            (0, KIND_MGMT_CLEAR, _, _, _, _, _, _, _, _, _, _, _, _): do_valid_vacate();
+            (0, _, _, _, _, _, _, _, _, _, _, _, _, _): NoAction();
+            (1, _, DROP_MALFORMED, _, _, _, _, _, _, _, _, _, _, _): NoAction();
+            (1, _, _, 1, _, _, _, _, _, _, _, _, _, _): spoofed();
+            (1, _, _, _, 0, _, _, _, _, _, _, _, _, _): forward();
+            (1, _, _, _, _, 0, _, _, _, _, _, _, _, _): drop(DROP_UNKNOWN_JOB);
+            (1, _, _, _, _, _, 1, _, _, _, _, _, _, _): forward();
+            (1, _, _, _, _, _, _, OP_DATA, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
+            (1, _, _, _, _, _, _, OP_TAKEOVER, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
+            (1, _, _, _, _, _, _, OP_HELPER_DATA, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
+            (1, _, _, _, _, _, _, OP_HELPER_RESULT, 0, _, _, _, _, _): drop(DROP_UNREGISTERED);
+            (1, _, _, _, _, _, _, OP_DATA, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
+            (1, _, _, _, _, _, _, OP_TAKEOVER, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
+            (1, _, _, _, _, _, _, OP_HELPER_DATA, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
+            (1, _, _, _, _, _, _, OP_HELPER_RESULT, _, 0, _, _, _, _): drop(DROP_SLOT_RANGE);
+            (1, _, _, _, _, _, _, OP_HELPER_DATA, _, _, 0, _, _, _): drop(DROP_UNREGISTERED);
+            (1, _, _, _, _, _, _, OP_HELPER_DATA, _, _, _, 0, _, _): helper_data();
+            (1, _, _, _, _, _, _, OP_DATA, _, _, _, 0, FLAG_PROBE &&& FLAG_PROBE, _):
+                admit(KIND_PROBE);
+            (1, _, _, _, _, _, _, OP_DATA, _, _, _, 0, _, 0): admit(KIND_UNEXPECTED);
+            (1, _, _, _, _, _, _, OP_DATA, _, _, _, 0, _, _): admit_data();
+            (1, _, _, _, _, _, _, OP_TAKEOVER, _, _, _, 0, _, _): admit(KIND_TAKEOVER);
+            (1, _, _, _, _, _, _, OP_HELPER_RESULT, _, _, _, 0, _, _): admit(KIND_HELPER_RESULT);
+            (1, _, _, _, _, _, _, OP_DATA, _, _, _, _, _, _): drop(DROP_SIM);
+            (1, _, _, _, _, _, _, OP_TAKEOVER, _, _, _, _, _, _): drop(DROP_SIM);
+            (1, _, _, _, _, _, _, OP_HELPER_DATA, _, _, _, _, _, _): drop(DROP_SIM);
+            (1, _, _, _, _, _, _, OP_HELPER_RESULT, _, _, _, _, _, _): drop(DROP_SIM);
+            (1, _, _, _, _, _, _, _, _, _, _, _, _, _): drop(DROP_BAD_OP);
         }
         const default_action = NoAction();
     }
@@ -167,12 +245,21 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         const default_action = NoAction();
     }
 
-    /* -- generation: bumped by every aggregation begun (and by a clear) --------------------- */
-    RegisterAction<bit<32>, agg_index_t, bit<32>>(generation) generation_bump = {
-        void apply(inout bit<32> cell, out bit<32> rv) { cell = cell + 1; rv = cell; }
+    /* -- generation: bumped by every aggregation begun (and by a clear) --------------------- *
+     * 16 bits, wrapping from 0xFFFF to 1: 0, what a cleared `member` cell holds, is never a
+     * current generation. */
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(generation) generation_bump = {
+        void apply(inout bit<16> cell, out bit<16> rv) {
+            if (cell == 0xFFFF) {
+                cell = 1;
+            } else {
+                cell = cell + 1;
+            }
+            rv = cell;
+        }
     };
-    RegisterAction<bit<32>, agg_index_t, bit<32>>(generation) generation_read = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
+    RegisterAction<bit<16>, agg_index_t, bit<16>>(generation) generation_read = {
+        void apply(inout bit<16> cell, out bit<16> rv) { rv = cell; }
     };
     action do_generation_bump() { meta.gen = generation_bump.execute(meta.index); }
     action do_generation_read() { meta.gen = generation_read.execute(meta.index); }
@@ -220,8 +307,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     }
 
     /* -- member: was this worker summed into the aggregation under way? --------------------- */
-    RegisterAction<bit<32>, member_index_t, bit<1>>(member) member_join = {
-        void apply(inout bit<32> cell, out bit<1> rv) {
+    RegisterAction<bit<16>, member_index_t, bit<1>>(member) member_join = {
+        void apply(inout bit<16> cell, out bit<1> rv) {
             if (cell == meta.gen) {
                 rv = 1;
             } else {
@@ -249,17 +336,22 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     /* What progress_check does, chosen beside `member` (its inputs must be ready a stage
      * before `progress`): complete a duplicate's chunk if the fan-in was lowered, hand a chunk
      * over to a helper, or nothing (a read). */
-    /* progress_check adds check_delta to a cell above limit_add: a duplicate completes the
-     * chunk when the count is past fan-in - 1; a takeover, which has no other use for
-     * limit_add, sets it so that it finds the slot AGGREGATING; a read adds nothing. */
-    action check_duplicate() { meta.check_delta = DUP_COMPLETE; }
-    action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.check_delta = TAKE_OVER; }
-    action check_nothing() { meta.check_delta = 0; }
+    /* progress_check subtracts progress_in from a cell above limit_add: a duplicate
+     * completes the chunk when the count is past fan-in - 1; a takeover, which has no other
+     * use for limit_add, sets it so that it finds the slot AGGREGATING; a read takes nothing.
+     * A stateful ALU takes at most two PHV words: limit_add and progress_in, which is the
+     * word the claims write (a DATA's first contribution, a stored HELPER_RESULT: left as
+     * start_sel set it) or the amount, never both in one pass; all below 2^18. */
+    action check_duplicate() { meta.progress_in = DUP_COMPLETE; }
+    action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.progress_in = TAKE_OVER; }
+    action check_nothing() { meta.progress_in = 0; }
     table progress_check_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; }
-        actions = { check_duplicate; check_takeover; check_nothing; }
+        actions = { check_duplicate; check_takeover; check_nothing; NoAction; }
         const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _): NoAction();   /* progress_claim's word */
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _): NoAction();   /* progress_helper's */
             (PASS_STATE, KIND_DATA, SIT_HELD, 1): check_duplicate();
             (PASS_STATE, KIND_TAKEOVER, SIT_HELD, _): check_takeover();
         }
@@ -284,7 +376,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
         void apply(inout bit<32> cell, out bit<32> rv) {
             rv = cell;
             if (cell > meta.limit_add) {
-                cell = cell + meta.check_delta;
+                cell = cell - (bit<32>)meta.progress_in;
             }
         }
     };
@@ -409,7 +501,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta) {
     }
 
     apply {
-        valid_sel.apply();
+        admit_sel.apply();
+        limits.apply(hdr, meta);
         run_id_sel.apply();
         chunk_id_sel.apply();
         generation_sel.apply();

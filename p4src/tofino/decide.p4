@@ -6,7 +6,8 @@
 #ifndef SA_ATP_TNA_DECIDE_P4
 #define SA_ATP_TNA_DECIDE_P4
 
-control Decide(inout ingress_metadata_t meta) {
+control Decide(inout ingress_metadata_t meta,
+               inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     action respond(bit<4> response, bit<3> lane_op) {
         meta.response = response;
         meta.lane_op = lane_op;
@@ -17,6 +18,7 @@ control Decide(inout ingress_metadata_t meta) {
     }
     action not_expected() {
         meta.drop_reason = DROP_NOT_EXPECTED;
+        ig_dprsr_md.drop_ctl = 1;   /* the other drop reasons are known before the aggregator */
     }
     table decide {
         key = { meta.kind: ternary; meta.situation: ternary; meta.scale_ok: ternary;

@@ -1,14 +1,13 @@
 /* Loss injection for experiments (docs/protocol.md §9), instantiated at ingress and at egress:
- * a packet is lost when a 32-bit random number falls below its port's threshold. */
+ * a packet is lost when a 32-bit random number falls below its port's threshold, i.e. when
+ * something is left of the threshold less the number (saturating): `left` is not 0. */
 #ifndef SA_ATP_TNA_DROP_SIMULATOR_P4
 #define SA_ATP_TNA_DROP_SIMULATOR_P4
 
-control DropSimulator(in PortId_t port, out bool dropped) {
+control DropSimulator(in PortId_t port, inout bit<32> left) {
     Random<bit<32>>() rng;
-    bit<32> threshold = 0;
-
     action set_loss(bit<32> loss_threshold) {
-        threshold = loss_threshold;
+        left = loss_threshold;
     }
 
     table loss {
@@ -21,9 +20,7 @@ control DropSimulator(in PortId_t port, out bool dropped) {
     apply {
         bit<32> r = rng.get();
         loss.apply();
-        /* r < threshold when something is left of threshold - r (saturating) */
-        threshold = threshold |-| r;
-        dropped = threshold != 0;
+        left = left |-| r;   /* r < threshold when something is left */
     }
 }
 

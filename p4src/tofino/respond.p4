@@ -33,10 +33,11 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.udp.checksum = 0;
     }
 
-    action describe(bit<4> op) {
+    /* flags_hi: the flags above SET (COPY for a copy), SET kept: a slice write, next to op's */
+    action describe(bit<4> op, bit<7> flags_hi) {
         hdr.sa.op = op;
         hdr.sa.reason = 0;
-        hdr.sa.flags[7:1] = 0;   /* SET kept: a slice write, next to op's */
+        hdr.sa.flags[7:1] = flags_hi;
         hdr.sa.bitmap = meta.rd_bitmap;
         hdr.sa.count = meta.rd_count;
         hdr.sa.scale = meta.rd_scale;
@@ -50,9 +51,7 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.sa.count = meta.rd_count;
     }
 
-    action report(bit<8> state) {
-        describe(OP_RESULT);   /* chunk and run: read into the header (aggregator.p4) */
-        hdr.sa.reason = state;   /* worker: read into the header too */
+    action report_to_cpu() {
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = ig_intr_md.ingress_port;   /* _pad left as it is */
         hdr.packet_in.opcode = hdr.packet_out.opcode;
@@ -60,100 +59,152 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.packet_out.setInvalid();
     }
 
+    action report(bit<8> state) {
+        describe(OP_RESULT, 0);   /* chunk and run: read into the header (aggregator.p4) */
+        hdr.sa.reason = state;   /* worker: read into the header too */
+        report_to_cpu();
+    }
+
+    /* a clear's report: what the cleared registers hold, as constants (nothing to wait for) */
+    action report_cleared() {
+        hdr.sa.op = OP_RESULT;
+        hdr.sa.reason = SLOT_EMPTY;
+        hdr.sa.flags[7:1] = 0;
+        hdr.sa.bitmap = 0;
+        hdr.sa.count = 0;
+        hdr.sa.scale = 0;
+        hdr.sa.exp = 0;
+        report_to_cpu();
+    }
+
     action to_job(bit<16> group) {
         ig_tm_md.mcast_grp_a = group;
-        meta.to_job = 1;
+        hdr.bridge.to_job = 1;
+    }
+
+    /* the packet carries the new low words only: round the loop for the high */
+    action to_loop() {
+        hdr.pass.setValid();
+        hdr.pass.response = meta.response;
+        hdr.pass.job_index = meta.job_index;
+        hdr.pass.job_group = meta.resub.job_group;
+        hdr.pass.port = ig_intr_md.ingress_port;   /* the reply's port: the sender's */
+        hdr.pass.index = meta.index;
+        ig_tm_md.ucast_egress_port = meta.loop_port;
+        hdr.bridge.to_loop = 1;
+    }
+
+    /* -- the answers: one action each, chosen by `answer` ----------------------------------- */
+    /* pass 1 */
+    action p1_bounce() {   /* a TAKEN bounce: the helper is in worker (aggregator.p4) */
+        bounce_to_sender();
+        reply_to_sender();
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+    }
+    action p1_pending() {   /* to every worker of the job: one question answers them all */
+        bounce_to_sender();
+        hdr.sa.reason = BOUNCE_PENDING;
+        from_switch();
+        to_job(meta.resub.job_group);
+    }
+    action p1_resubmit() {
+        meta.resub.setValid();
+        meta.resub.lane_op = meta.lane_op;
+        meta.resub.response = meta.response;
+        meta.resub.job_index = meta.job_index;
+        meta.resub.index = meta.index;
+        ig_dprsr_md.resubmit_type = 1;
+    }
+    action helper_result() {
+        hdr.sa.op = OP_RESULT;
+        hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
+        from_switch();
+        to_job(meta.resub.job_group);
+    }
+    /* pass 2 */
+    action p2_absorb() {
+        ig_dprsr_md.drop_ctl = 1;   /* summed; nothing to send yet */
+    }
+    action p2_result_job() {   /* a first contribution that completes (fan-in 1): no high words */
+        describe(OP_RESULT, 0);
+        from_switch();
+        to_job(meta.resub.job_group);
+    }
+    action p2_result_loop() {
+        describe(OP_RESULT, 0);
+        from_switch();
+        to_loop();
+    }
+    action p2_copy_loop() {
+        describe(OP_RESULT, (FLAG_COPY >> 1)[6:0]);
+        reply_to_sender();
+        to_loop();
+    }
+    action p2_partial_loop() {
+        describe(OP_PARTIAL, 0);
+        from_switch();
+        to_loop();
+    }
+    action p2_cleared() {
+        report_cleared();
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        hdr.bridge.to_cpu = 1;
+    }
+    action p2_report_loop(bit<8> state) {
+        report(state);
+        to_loop();
+    }
+    /* pass 3: out to where pass 2 addressed it */
+    action p3_unicast() {
+        ig_tm_md.ucast_egress_port = hdr.pass.port;
+        hdr.pass.setInvalid();
+    }
+    action p3_cpu() {
+        ig_tm_md.ucast_egress_port = hdr.pass.port;
+        hdr.bridge.to_cpu = 1;
+        hdr.pass.setInvalid();
+    }
+    action p3_job() {
+        to_job(hdr.pass.job_group);
+        hdr.pass.setInvalid();
+    }
+
+    /* Every answer in one table (a chain of conditions took three stages and more tables than
+     * a stage holds). Pass 2 sees the (response, lanes) pairs decide gives, and a management
+     * request's (REPORT, CLEAR or LOAD); a report reads the slot state from `progress`. */
+    table answer {
+        key = { meta.pass: ternary; meta.response: ternary; meta.lane_op: ternary;
+                meta.old_progress[17:16]: ternary; hdr.pass.response: ternary; }
+        actions = { p1_bounce; p1_pending; p1_resubmit; helper_result; p2_absorb; p2_result_job;
+                    p2_result_loop; p2_copy_loop; p2_partial_loop; p2_cleared; p2_report_loop;
+                    p3_unicast; p3_cpu; p3_job; NoAction; }
+        const entries = {
+            (PASS_STATE, RESPOND_BOUNCE, _, _, _): p1_bounce();
+            (PASS_STATE, RESPOND_PENDING, _, _, _): p1_pending();
+            (PASS_STATE, RESPOND_HELPER_RESULT, LANES_KEEP, _, _): helper_result();
+            (PASS_STATE, _, LANES_KEEP, _, _): NoAction();
+            (PASS_STATE, _, _, _, _): p1_resubmit();
+            (PASS_LANES, RESPOND_ABSORB, _, _, _): p2_absorb();
+            (PASS_LANES, RESPOND_RESULT, LANES_STORE, _, _): p2_result_job();
+            (PASS_LANES, RESPOND_RESULT, _, _, _): p2_result_loop();
+            (PASS_LANES, RESPOND_COPY, _, _, _): p2_copy_loop();
+            (PASS_LANES, RESPOND_PARTIAL, _, _, _): p2_partial_loop();
+            (PASS_LANES, RESPOND_HELPER_RESULT, _, _, _): helper_result();
+            (PASS_LANES, RESPOND_REPORT, LANES_CLEAR, _, _): p2_cleared();
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_AGGREGATING, _):
+                p2_report_loop(SLOT_AGGREGATING);
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_COMPLETE, _): p2_report_loop(SLOT_COMPLETE);
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_TAKEN, _): p2_report_loop(SLOT_TAKEN);
+            (PASS_LANES, RESPOND_REPORT, _, _, _): p2_report_loop(SLOT_EMPTY);
+            (PASS_HIGH, _, _, _, RESPOND_COPY): p3_unicast();
+            (PASS_HIGH, _, _, _, RESPOND_REPORT): p3_cpu();
+            (PASS_HIGH, _, _, _, _): p3_job();
+        }
+        const default_action = NoAction();
     }
 
     apply {
-        if (meta.pass == PASS_STATE) {
-            if (meta.response == RESPOND_BOUNCE) {
-                bounce_to_sender();   /* a TAKEN bounce: the helper is in worker (aggregator.p4) */
-                reply_to_sender();
-                ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
-            } else if (meta.response == RESPOND_PENDING) {
-                /* to every worker of the job: one question answers them all */
-                bounce_to_sender();
-                hdr.sa.reason = BOUNCE_PENDING;
-                from_switch();
-                to_job(meta.resub.job_group);
-            } else if (meta.lane_op != LANES_KEEP) {
-                meta.resub.setValid();
-                meta.resub.lane_op = meta.lane_op;
-                meta.resub.response = meta.response;
-                meta.resub.job_index = meta.job_index;
-                meta.resub.index = meta.index;
-                ig_dprsr_md.resubmit_type = 1;
-            } else if (meta.response == RESPOND_HELPER_RESULT) {
-                hdr.sa.op = OP_RESULT;
-                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
-                from_switch();
-                to_job(meta.resub.job_group);
-            }
-        } else if (meta.pass == PASS_LANES && meta.response != RESPOND_NONE) {
-            PortId_t reply_port = ig_intr_md.ingress_port;
-            if (meta.response == RESPOND_ABSORB) {
-                ig_dprsr_md.drop_ctl = 1;   /* summed; nothing to send yet */
-            } else if (meta.response == RESPOND_RESULT) {
-                describe(OP_RESULT);
-                from_switch();
-            } else if (meta.response == RESPOND_COPY) {
-                describe(OP_RESULT);
-                hdr.sa.flags = hdr.sa.flags | FLAG_COPY;
-                reply_to_sender();
-            } else if (meta.response == RESPOND_PARTIAL) {
-                describe(OP_PARTIAL);
-                from_switch();
-            } else if (meta.response == RESPOND_HELPER_RESULT) {
-                hdr.sa.op = OP_RESULT;
-                hdr.sa.flags[7:1] = (FLAG_HELPER >> 1)[6:0];   /* SET kept, HELPER the only other */
-                from_switch();
-            } else if (meta.kind == KIND_MGMT_CLEAR) {
-                meta.rd_bitmap = 0;
-                meta.old_progress = 0;
-                meta.rd_scale = 0;
-                meta.rd_exp = 0;
-                report(SLOT_EMPTY);
-            } else if (meta.old_progress[17:16] == PHASE_AGGREGATING) {   /* a read */
-                report(SLOT_AGGREGATING);
-            } else if (meta.old_progress[17:16] == PHASE_COMPLETE) {
-                report(SLOT_COMPLETE);
-            } else if (meta.old_progress[17:16] == PHASE_TAKEN) {
-                report(SLOT_TAKEN);
-            } else {
-                report(SLOT_EMPTY);
-            }
-            if (meta.response == RESPOND_ABSORB) {
-                /* dropped */
-            } else if (meta.lane_op == LANES_ADD || meta.lane_op == LANES_LOAD) {
-                /* the packet carries the new low words only: round the loop for the high */
-                hdr.pass.setValid();
-                hdr.pass.response = meta.response;
-                hdr.pass.job_index = meta.job_index;
-                hdr.pass.job_group = meta.resub.job_group;
-                hdr.pass.port = reply_port;
-                hdr.pass.index = meta.index;
-                ig_tm_md.ucast_egress_port = meta.loop_port;
-                meta.to_loop = 1;
-            } else if (meta.response == RESPOND_COPY) {
-                ig_tm_md.ucast_egress_port = reply_port;
-            } else if (meta.response == RESPOND_REPORT) {
-                ig_tm_md.ucast_egress_port = reply_port;
-                meta.to_cpu = 1;
-            } else {
-                to_job(meta.resub.job_group);
-            }
-        } else if (meta.pass == PASS_HIGH) {
-            if (hdr.pass.response == RESPOND_COPY) {
-                ig_tm_md.ucast_egress_port = hdr.pass.port;
-            } else if (hdr.pass.response == RESPOND_REPORT) {
-                ig_tm_md.ucast_egress_port = hdr.pass.port;
-                meta.to_cpu = 1;
-            } else {
-                to_job(hdr.pass.job_group);
-            }
-            hdr.pass.setInvalid();
-        }
+        answer.apply();
     }
 }
 

@@ -47,6 +47,10 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * when some of its fields keep their value), or one and a constant: the bitmap an answer
  * carries gets a container of its own (docs/tofino.md, Compiling: where it stands). */
 @pa_container_size("ingress", "hdr.sa.bitmap", 32)
+/* A stateful ALU's output lands whole in one container: the generation (read or bumped by
+ * `generation`, compared by `member`) had been split over 8-bit containers, which no ALU
+ * operation can fill from it ("ATTACHED_OUTPUT_ILLEGAL_ALIGNMENT"). */
+@pa_container_size("ingress", "meta.gen", 16)
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -61,24 +65,36 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     LoopPorts() passes;
     Respond() respond;
     L2Forwarding() l2;
+    L2Answer() l2_answer;
     PacketStats(true) stats;
-    /* The aggregator's indices are concatenations, built by the hash unit (identity), not by
-     * an action's ALU: an ALU operation ties the sizes of its operands' containers together
-     * (an 18-bit member index built from the slot had pulled the slot fields of the resubmit
-     * and pass headers into 32-bit containers, which their layout forbids). The member index
-     * is hashed in aggregator.p4, straight into the member register's address. */
-    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) index_of;
-    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;   /* a management request's */
+    /* The aggregator of a management request (identity hashes, as admit's index_of) */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) lanes_of;    /* the same, for the lanes */
 
-    /* Pass 1: what the packet asks of the aggregator, and the values its registers take. */
-    action prepare(bit<3> kind) {
-        meta.kind = kind;
+    /* Tofino 1 runs tables by next-table chaining: a table that follows an `if` in the
+     * program is placed after everything inside it. So every `if` below tests only what the
+     * parser found (its tables go in the first stage) or comes at the end, and pass 1's
+     * decisions are ternary tables with const entries (admit, l2_sel, the aggregator's
+     * selectors, decide) applied without a condition: their keys carry the pass. */
+    /* abs_slot = slot_base + slot, for a frame from a port (a table, not an `if`) */
+    action add_slot() {
+        meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
+    }
+    table abs_slot_sel {
+        key = { meta.port_frame: exact; }
+        actions = { add_slot; NoAction; }
+        const entries = {
+            1: add_slot();
+        }
+        const default_action = NoAction();
     }
 
     apply {
         if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
             meta.sa_valid = 1;
+        }
+        if (hdr.udp.isValid()) {
+            meta.udp_valid = 1;
         }
         bit<4> rx_op = 0;
         /* What this pass does to the lanes, known from the parser's results alone (never
@@ -86,83 +102,16 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
          * for the state chain and can share its stages. */
         bit<3> lane_op = LANES_KEEP;
         agg_index_t lane_index = 0;   /* and the aggregator, the same way */
-        bool use_l2 = false;
-        bool received = false;   /* pass 1 of a frame from a port: counted by `stats` */
 
         if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
-            received = true;
-            /* the loss draw, at once (it has no other effect): used below only where the
-             * v1model program draws, it need not wait for the admission's checks */
-            bool lost;
-            drop_sim.apply(ig_intr_md.ingress_port, lost);
+            meta.port_frame = 1;   /* pass 1 of a frame from a port: admitted, counted */
+            meta.set_bit = hdr.sa.flags[0:0];   /* the aggregator: abs_slot ++ set_bit */
             if (hdr.sa.isValid()) {
                 rx_op = hdr.sa.op;
             }
             if (ig_prsr_md.parser_err != 0 || meta.bad_version || meta.checksum_err) {
                 meta.drop_reason = DROP_MALFORMED;
-            } else {
-                source_guard.apply(hdr, meta);
-            }
-            if (meta.drop_reason != DROP_NONE) {
-                /* malformed or spoofed: counted and dropped below */
-            } else if (!hdr.sa.isValid()) {
-                use_l2 = true;
-            } else {
-                bool host_op = hdr.sa.op == OP_DATA || hdr.sa.op == OP_TAKEOVER
-                               || hdr.sa.op == OP_HELPER_DATA || hdr.sa.op == OP_HELPER_RESULT;
-                admission.apply(hdr, meta, ig_intr_md, host_op);
-                meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
-                /* index = abs_slot ++ SET (the member index is hashed where it is used) */
-                meta.index = index_of.get({meta.abs_slot, hdr.sa.flags[0:0]});
-                /* is the worker expected? (a gateway cannot AND two fields; worker_bit is used
-                 * only for an expected worker's DATA, which this leaves as it is) */
-                meta.worker_bit = meta.worker_bit & meta.expected;
-                if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
-                    meta.fan_in = hdr.sa.fanin;
-                }
-                if (meta.transit == 1) {
-                    use_l2 = true;   /* aggregated by another switch */
-                } else if (meta.drop_reason == DROP_NONE && lost) {
-                    meta.drop_reason = DROP_SIM;
-                }
-                if (meta.transit == 1 || meta.drop_reason != DROP_NONE) {
-                    /* nothing for the aggregator */
-                } else if (hdr.sa.op == OP_HELPER_DATA) {
-                    /* on to its helper, from the address it was sent to: the switch's */
-                    hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-                    hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-                    hdr.udp.src_port = SA_ATP_UDP_PORT;
-                    hdr.udp.checksum = 0;
-                    ig_tm_md.ucast_egress_port = meta.helper_port;
-                    meta.to_worker = 1;   /* to the helper hdr.sa.reason names */
-                } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
-                    prepare(KIND_PROBE);
-                } else if (hdr.sa.op == OP_DATA && meta.worker_bit != 0) {
-                    prepare(KIND_DATA);
-                } else if (hdr.sa.op == OP_DATA) {
-                    prepare(KIND_UNEXPECTED);
-                } else if (hdr.sa.op == OP_TAKEOVER) {
-                    prepare(KIND_TAKEOVER);
-                } else {
-                    prepare(KIND_HELPER_RESULT);
-                    /* COMPLETE_BASE | count, as a constant and a move: no ALU operation ties
-                     * the count's container to the word's */
-                    meta.progress_in[17:8] = (bit<10>)(COMPLETE_BASE >> 8);
-                    meta.progress_in[7:0] = hdr.sa.count;
-                }
-                /* AGGREGATING_BASE + fan_in - 1 in two steps, a move and an addition in place:
-                 * an 8-bit operand of a 32-bit addition would take a 32-bit container alone */
-                meta.limit_add = (bit<32>)meta.fan_in;
-                meta.limit_add = meta.limit_add + (AGGREGATING_BASE - 1);
-                if (meta.fan_in <= 1) {
-                    meta.start_done = 1;
-                }
-                if (meta.kind == KIND_DATA) {
-                    meta.progress_in = (bit<18>)(AGGREGATING_BASE | 1);
-                    if (meta.start_done == 1) {
-                        meta.progress_in = (bit<18>)(COMPLETE_BASE | 1);
-                    }
-                }
+                ig_dprsr_md.drop_ctl = 1;
             }
         } else if (meta.pass == PASS_STATE) {
             /* a management request: handled in pass 2, once its frame is parsed whole */
@@ -174,6 +123,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
                 meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
+                meta.abs_slot = hdr.packet_out.aggregator[12:1];   /* for `valid` (a clear) */
+                meta.set_bit = hdr.packet_out.aggregator[0:0];
                 lane_index = lanes_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
@@ -212,32 +163,41 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }
-
-        aggregator.apply(hdr, meta);
-        decide.apply(meta);
         lanes.apply(hdr, lane_op, lane_index);
-        passes.apply(ig_intr_md, meta);
-        respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
 
-        if (use_l2) {
-            l2.apply(hdr, meta, ig_tm_md);
-        }
-        if (received) {
-            stats.apply(meta.job_index, rx_op, meta.drop_reason);
-        }
-        if (meta.drop_reason != DROP_NONE) {
-            ig_dprsr_md.drop_ctl = 1;
-        }
+        /* Pass 1 (the tables below act only there: their keys carry port_frame or kind).
+         * The loss draw, at once (admit reads what it leaves of the port's threshold). */
+        drop_sim.apply(ig_intr_md.ingress_port, meta.loss_left);
+        source_guard.apply(hdr, meta);
+        l2.apply(hdr, meta);   /* dmac: where admit's forward goes */
+        abs_slot_sel.apply();
+        /* the lookups, which the aggregator's admit_sel reads */
+        admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err);
+
+        /* Ingress -> egress: what is known by now, in one action (the TNA idiom for bridged
+         * metadata); the tables below (admit_sel, l2_sel, answer) set to_worker, flood,
+         * to_job, to_cpu and to_loop in the header itself, after this. */
         hdr.bridge.setValid();
-        hdr.bridge.to_job = meta.to_job;
-        hdr.bridge.flood = meta.flood;
-        hdr.bridge.to_worker = meta.to_worker;
+        hdr.bridge.to_job = 0;
+        hdr.bridge.flood = 0;
+        hdr.bridge.to_worker = 0;
         hdr.bridge.transit = meta.transit;
-        hdr.bridge.to_cpu = meta.to_cpu;
-        hdr.bridge.to_loop = meta.to_loop;
+        hdr.bridge.to_cpu = 0;
+        hdr.bridge.to_loop = 0;
         hdr.bridge.sa = meta.sa_valid;
         hdr.bridge.job_index = meta.job_index;
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+
+        /* admit_sel (with `valid`), the limits, the state registers */
+        aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+        l2_answer.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+        decide.apply(meta, ig_dprsr_md);
+        passes.apply(ig_intr_md, meta);
+        respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+
+        if (meta.port_frame == 1) {
+            stats.apply(meta.job_index, rx_op, meta.drop_reason);
+        }
     }
 }
 
@@ -274,9 +234,8 @@ control SaAtpEgress(inout headers_t hdr, inout egress_metadata_t meta,
                 if (hdr.sa.isValid() && hdr.bridge.transit == 0) {
                     tx_op = hdr.sa.op;
                     if (meta.drop_reason == DROP_NONE) {
-                        bool lost;
-                        drop_sim.apply(eg_intr_md.egress_port, lost);
-                        if (lost) {
+                        drop_sim.apply(eg_intr_md.egress_port, meta.loss_left);
+                        if (meta.loss_left != 0) {
                             meta.drop_reason = DROP_SIM;
                         }
                     }

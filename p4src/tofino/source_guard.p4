@@ -5,7 +5,7 @@
 
 control SourceGuard(in headers_t hdr, inout ingress_metadata_t meta) {
     action spoofed() {
-        meta.drop_reason = DROP_SPOOFED;
+        meta.spoofed = 1;   /* the drop reason is admit's (job_admission.p4) */
     }
 
     table switch_sources {

@@ -102,16 +102,37 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.run_class": range(4), "meta.situation": range(4), "meta.scale_ok": range(2),
            "meta.is_member": range(2), "meta.old_progress[17:16]": range(4),
            "meta.limit_add": range(2), "meta.at_limit": range(2),
-           "meta.start_done": range(2)}
+           "meta.start_done": range(2),
+           # admit_sel: zero tests as 0 and 1, the ops and flags as they come
+           "meta.drop_reason": (0, 1), "meta.spoofed": range(2), "meta.sa_valid": range(2),
+           "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": (*range(9), 15),
+           "meta.registered": range(2), "meta.num_slots": range(2),
+           "meta.expected_worker": range(2), "hdr.sa.worker": (0, 1, 5, 31, 32, 255),
+           "meta.helper_known": range(2), "meta.loss_left": range(2),
+           "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": (0, 1, 2, 0x20, 0x80000000, 0xFFFFFFFF),
+           "meta.port_frame": range(2),
+           # l2_sel, fan_in_sel, start_sel
+           "meta.use_l2": range(2), "meta.l2_flood": range(2), "meta.udp_valid": range(2),
+           "hdr.udp.src_port": (0, 80, P.UDP_PORT), "hdr.udp.dst_port": (0, 80, P.UDP_PORT),
+           "meta.inband_fanin": range(2), "hdr.sa.fanin": (0, 1, 2, 7),
+           "meta.fan_in": (0, 1, 2, 3, 32)}
 
 
 def tcam(table, values: dict, consts: dict):
     """The action call of the first const entry matching ``values`` (or the default)."""
     for key, call in table.const_entries:
-        if all(v == "_" or _value(v, consts) == values[k]
-               for v, (k, _) in zip(key, table.keys, strict=True)):
+        if all(_matches(v, values[k], consts) for v, (k, _) in zip(key, table.keys, strict=True)):
             return call
     return table.default
+
+
+def _matches(text: str, value: int, consts: dict) -> bool:
+    """A const entry's key value (``_``, a value, or ``value &&& mask``) against ``value``."""
+    if text == "_":
+        return True
+    want, _, mask = text.partition("&&&")
+    mask_value = _value(mask.strip(), consts) if mask else -1
+    return value & mask_value == _value(want.strip(), consts) & mask_value
 
 
 def _value(text: str, consts: dict) -> int:
@@ -123,21 +144,36 @@ def _call(call: str, consts: dict):
     return name, tuple(_value(a.strip(), consts) for a in args.rstrip(")").split(",") if a.strip())
 
 
-@pytest.mark.parametrize("table", [*tables.SELECTORS, "decide"])
+def _named(function):
+    return lambda m: (function(m), ())
+
+
+TABLE_FUNCTIONS = {"decide": ("Decide", tables.decide), "admit_sel": ("Aggregator", tables.admit),
+                   "abs_slot_sel": ("SaAtpIngress", lambda m: (
+                       ("add_slot", ()) if m["port_frame"] else ("NoAction", ()))),
+                   "l2_sel": ("L2Answer", _named(tables.l2_sel)),
+                   "fan_in_sel": ("Limits", _named(tables.fan_in_sel)),
+                   "expected_sel": ("JobAdmission", _named(tables.expected_sel)),
+                   "start_sel": ("Limits", tables.start_sel)}
+
+
+@pytest.mark.parametrize("table", [*tables.SELECTORS, *TABLE_FUNCTIONS])
 def test_the_models_tables_are_the_const_entries(table):
     """Every key combination, evaluated as the switch's TCAM evaluates the const entries,
     picks what the model's function picks."""
-    control = CONTROLS["Decide" if table == "decide" else "Aggregator"]
+    control = CONTROLS[TABLE_FUNCTIONS[table][0] if table in TABLE_FUNCTIONS else "Aggregator"]
     consts, t = p4_text.constants(), control.tables[table]
     names = [k for k, _ in t.keys]
     for combo in itertools.product(*(DOMAINS[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
-        m = {k.removeprefix("meta."): v for k, v in values.items()}
+        m = {k.split(".")[-1] if k.startswith("hdr.") else k.removeprefix("meta."): v
+             for k, v in values.items()}
         m["phase"] = values.get("meta.old_progress[17:16]", 0)
         # decide reads limit_add |-| old progress: 0 when an addition completes the chunk; a
         # duplicate completes it when moreover old progress is not at the limit (decide.p4)
         m["add_done"] = int(values.get("meta.limit_add", 1) == 0)
         m["dup_done"] = m["add_done"] * (1 - values.get("meta.at_limit", 0))
         got = _call(tcam(t, values, consts), consts)
-        want = tables.decide(m) if table == "decide" else (tables.SELECTORS[table](m), ())
+        want = (TABLE_FUNCTIONS[table][1](m) if table in TABLE_FUNCTIONS
+                else (tables.SELECTORS[table](m), ()))
         assert got == want, f"{table} at {m}"

@@ -40,9 +40,11 @@ const bit<2>  PHASE_AGGREGATING = 3;
 const bit<32> COMPLETE_BASE     = 0x10000;          /* PHASE_COMPLETE << 16 */
 const bit<32> TAKEN_BASE        = 0x20000;          /* PHASE_TAKEN << 16 */
 const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 */
+const bit<18> PROGRESS_STARTED      = 0x30001;   /* AGGREGATING_BASE | 1: a first contribution */
+const bit<18> PROGRESS_STARTED_DONE = 0x10001;   /* COMPLETE_BASE | 1: one that completes */
 const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
-const bit<32> DUP_COMPLETE      = 0xFFFE0000;       /* AGGREGATING -> COMPLETE */
-const bit<32> TAKE_OVER         = 0xFFFF0000;       /* AGGREGATING -> TAKEN */
+const bit<18> DUP_COMPLETE      = 0x20000;          /* less: AGGREGATING -> COMPLETE */
+const bit<18> TAKE_OVER         = 0x10000;          /* less: AGGREGATING -> TAKEN */
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
@@ -169,40 +171,47 @@ struct headers_t {
 }
 
 struct ingress_metadata_t {
-    /* bridged to egress at the end of ingress (bridge_h) */
-    bit<1>      to_job;
-    bit<1>      flood;
-    bit<1>      to_worker;
-    bit<1>      to_cpu;
-    bit<1>      to_loop;
+    /* bridged to egress (bridge_h), before the aggregator; to_worker, flood, to_job, to_cpu
+     * and to_loop are written into the bridge header by the tables that decide them */
     bit<1>      sa_valid;
+    bit<1>      udp_valid;
+    bit<1>      port_frame;  /* pass 1 of a frame from a port */
     resubmit_h  resub;
     bit<2>      pass;
     bool        bad_version;
     bool        checksum_err;
     bit<4>      drop_reason;
+    bit<1>      spoofed;     /* the source guard's finding (admit turns it into a drop) */
+    bit<32>     loss_left;   /* the drop simulator's: not 0 when the packet is lost */
     /* admission */
+    bit<1>      job_known;
     bit<8>      job_index;
     bit<16>     slot_base;
     bit<16>     num_slots;
     bit<8>      fan_in;
     bit<32>     expected;
     bit<1>      inband_fanin;
-    bit<32>     worker_bit;
+    bit<1>      registered;  /* the workers table knows the worker on its port and addresses */
+    bit<32>     worker_bit;  /* its bit (1 << worker) */
+    bit<1>      expected_worker;   /* its bit is set in the job's expected set */
     bit<1>      transit;
+    bit<1>      helper_known;
     PortId_t    helper_port;
+    bit<1>      use_l2;      /* forwarded like any other traffic */
+    bit<1>      l2_flood;    /* dmac knows no port for the destination */
+    PortId_t    l2_port;     /* the port it knows */
     /* the aggregator */
     bit<3>      kind;
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
+    bit<1>      set_bit;     /* the packet's SET flag (a request's aggregator bit 0) */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
-    bit<18>     progress_in;   /* a progress word to write (all are below 2^18) */
+    bit<18>     progress_in;   /* a progress word to write, or what progress_check subtracts */
     bit<32>     limit_add;
-    bit<32>     check_delta;
     bit<1>      start_done;
     bit<8>      was_valid;
     bit<2>      run_class;
     bit<2>      situation;
-    bit<32>     gen;
+    bit<16>     gen;
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;
@@ -220,6 +229,7 @@ struct ingress_metadata_t {
 
 struct egress_metadata_t {
     bit<4>  drop_reason;
+    bit<32> loss_left;       /* the drop simulator's: not 0 when the copy is lost */
     bit<8>  dest_worker;     /* the worker a copy goes to: egress_rid, or the helper */
 }
 

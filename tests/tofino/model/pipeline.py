@@ -21,7 +21,6 @@ from tests.tofino.model.respond import respond
 
 LANE_ACTIONS = {T.LANES_STORE: "store", T.LANES_ADD: "add", T.LANES_LOAD: "read_lo",
                 T.LANES_HIGH: "read_hi"}
-HOST_OPS = {P.Op.DATA, P.Op.TAKEOVER, P.Op.HELPER_DATA, P.Op.HELPER_RESULT}
 AGGREGATING_BASE, COMPLETE_BASE = 0x30000, 0x10000
 
 
@@ -103,18 +102,13 @@ class TnaModel:
         rx_op, use_l2, received = 0, False, False
         if passno == T.PASS_STATE and not packet.valid("packet_out"):
             received = True
+            m["port_frame"] = 1
             rx_op = hdr["sa"]["op"] if packet.valid("sa") else 0
             if packet.parser_error or packet.bad_version or packet.checksum_err:
                 m["drop_reason"] = P.DropReason.MALFORMED
-            elif self._hit("SaAtpIngress.source_guard.switch_sources",
-                           {"hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"]}):
-                m["drop_reason"] = P.DropReason.SPOOFED
-            if m["drop_reason"]:
-                pass
-            elif not packet.valid("sa"):
-                use_l2 = True
-            else:
-                use_l2 = self._pass_one(phv, port)
+            m["spoofed"] = int(self._hit("SaAtpIngress.source_guard.switch_sources",
+                                         {"hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"]}))
+            use_l2 = self._pass_one(phv, port)
         elif passno == T.PASS_STATE:
             phv.tm["resubmit"] = {}   # management: handled in pass 2
         elif passno == T.PASS_LANES and packet.valid("packet_out"):
@@ -148,75 +142,82 @@ class TnaModel:
         return phv
 
     def _pass_one(self, phv: Phv, port: int) -> bool:
-        """Admission, the drop simulator, HELPER_DATA, and what the aggregator is asked;
-        True if the packet is forwarded like any other traffic."""
+        """The admission's lookups, then ``admit`` (a drop reason, forwarding, HELPER_DATA on
+        to its helper, or what the aggregator is asked); True if the packet is forwarded like
+        any other traffic."""
+        m, hdr = phv.meta, phv.hdr
+        m["sa_valid"] = int(phv.packet.valid("sa"))
+        sa = hdr["sa"] if m["sa_valid"] else {"op": 0, "flags": 0, "slot": 0}
+        if m["drop_reason"] == 0 and m["sa_valid"]:   # only a well-formed SA-ATP frame
+            self._lookups(phv, port)
+        m["num_slots"] = max(m["num_slots"] - sa["slot"], 0)
+        if tables.expected_sel(defaultdict(int, m, worker=sa.get("worker", 0))) == "is_expected":
+            m["expected_worker"] = 1
+        keys = defaultdict(int, m, op=sa["op"], flags=sa["flags"])
+        action, args = tables.admit(keys)
+        # the drop simulator's draw: taken only where the v1model program draws, i.e. where
+        # the packet would otherwise be admitted (admit then drops it as DROP_SIM)
+        if action in tables.ADMITTED and self._lost("SaAtpIngress.drop_sim", "ingress", port,
+                                                   m["job_index"]):
+            keys["loss_left"] = m["loss_left"] = 1
+            action, args = tables.admit(keys)
+        if action == "forward":
+            m["use_l2"] = 1
+            return True
+        if action == "drop":
+            m["drop_reason"] = args[0]
+        elif action == "spoofed":
+            m["drop_reason"], m["job_index"] = P.DropReason.SPOOFED, 0
+        elif action == "helper_data":   # on to its helper, from the switch's address
+            hdr["ethernet"]["src_addr"] = hdr["ethernet"]["dst_addr"]
+            hdr["ipv4"]["src_addr"] = hdr["ipv4"]["dst_addr"]
+            hdr["udp"]["src_port"], hdr["udp"]["checksum"] = P.UDP_PORT, 0
+            phv.tm["ucast"] = m["helper_port"]
+            phv.bridge["to_worker"] = 1   # to the helper the SA-ATP header's reason names
+        elif action in ("admit", "admit_data"):
+            m["kind"] = args[0] if args else T.KIND_DATA
+        if m["sa_valid"]:
+            self._prepare(phv)
+        if action in tables.ADMITTED and action != "helper_data":   # the first register
+            self._execute(phv, "valid", "valid_occupy" if action == "admit_data" else "valid_peek")
+        return False
+
+    def _lookups(self, phv: Phv, port: int) -> None:
         m, sa, hdr = phv.meta, phv.hdr["sa"], phv.hdr
         job = self.switch.lookup("pipe.SaAtpIngress.admission.jobs", {"hdr.sa.job": sa["job"]})
         if job[0] == "SaAtpIngress.admission.set_job":
             m.update({k: v for k, v in job[1].items() if k != "group"}, job_group=job[1]["group"])
         elif job[0] == "SaAtpIngress.admission.transit":
             m["transit"] = 1
+        m["job_known"] = int(job[2])
         worker = self.switch.lookup("pipe.SaAtpIngress.admission.workers", {
             "hdr.sa.job": sa["job"], "hdr.sa.worker": sa["worker"],
             "ig_intr_md.ingress_port": port, "hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"],
             "hdr.ipv4.src_addr": hdr["ipv4"]["src_addr"]})
         if worker[2]:
-            m["worker_bit"] = worker[1]["worker_bit"]
+            m["registered"], m["worker_bit"] = 1, worker[1]["worker_bit"]
         helper = self.switch.lookup("pipe.SaAtpIngress.admission.worker_ports",
                                     {"hdr.sa.job": sa["job"], "hdr.sa.reason": sa["reason"]})
         if helper[2]:
-            m["helper_port"] = helper[1]["port"]
-        if not job[2]:
-            m["drop_reason"] = P.DropReason.UNKNOWN_JOB
-        elif m["transit"]:
-            pass
-        elif sa["op"] not in HOST_OPS:
-            m["drop_reason"] = P.DropReason.BAD_OP
-        elif not worker[2]:
-            m["drop_reason"] = P.DropReason.UNREGISTERED
-        elif sa["slot"] >= m["num_slots"]:
-            m["drop_reason"] = P.DropReason.SLOT_RANGE
-        elif sa["op"] == P.Op.HELPER_DATA and not helper[2]:
-            m["drop_reason"] = P.DropReason.UNREGISTERED
-        if m["inband_fanin"] == 1 and sa["fanin"] != 0:
-            m["fan_in"] = sa["fanin"]
-        if m["transit"]:
-            return True
-        if not m["drop_reason"] and self._lost("SaAtpIngress.drop_sim", "ingress", port,
-                                               m["job_index"]):
-            m["drop_reason"] = P.DropReason.SIM
-        if m["drop_reason"]:
-            return False
-        if sa["op"] == P.Op.HELPER_DATA:
-            hdr["ethernet"]["src_addr"] = hdr["ethernet"]["dst_addr"]
-            hdr["ipv4"]["src_addr"] = hdr["ipv4"]["dst_addr"]
-            hdr["udp"]["src_port"], hdr["udp"]["checksum"] = P.UDP_PORT, 0
-            phv.tm["ucast"] = m["helper_port"]
-            phv.bridge["to_worker"] = 1   # to the helper the SA-ATP header's reason names
-            return False
-        self._prepare(phv)
-        return False
+            m["helper_known"], m["helper_port"] = 1, helper[1]["port"]
 
     def _prepare(self, phv: Phv) -> None:
+        """The values the aggregator's registers take (the P4 computes them for every SA-ATP
+        frame; only an admitted one reads them)."""
         m, sa = phv.meta, phv.hdr["sa"]
-        if sa["op"] == P.Op.DATA and sa["flags"] & P.Flag.PROBE:
-            m["kind"] = T.KIND_PROBE
-        elif sa["op"] == P.Op.DATA and m["expected"] & m["worker_bit"]:
-            m["kind"] = T.KIND_DATA
-        elif sa["op"] == P.Op.DATA:
-            m["kind"] = T.KIND_UNEXPECTED
-        elif sa["op"] == P.Op.TAKEOVER:
-            m["kind"] = T.KIND_TAKEOVER
-        else:
-            m["kind"] = T.KIND_HELPER_RESULT
-            m["progress_in"] = COMPLETE_BASE | sa["count"]
+        if tables.fan_in_sel(defaultdict(int, m, fanin=sa["fanin"])) == "inband_fanin":
+            m["fan_in"] = sa["fanin"]
         slot = (m["slot_base"] + sa["slot"]) & 0xFFF
         m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
-        m["start_done"] = int(m["fan_in"] <= 1)
-        if m["kind"] == T.KIND_DATA:
-            m["progress_in"] = (COMPLETE_BASE if m["start_done"] else AGGREGATING_BASE) | 1
+        action, args = tables.start_sel(m)
+        if action == "start_helper_result":
+            m["progress_in"] = COMPLETE_BASE | sa["count"]
+        elif action != "NoAction":
+            m["start_done"] = args[0]
+        if action == "start_data":
+            m["progress_in"] = args[1]
 
     def _management(self, phv: Phv) -> None:
         m, out = phv.meta, phv.hdr["packet_out"]
@@ -236,12 +237,15 @@ class TnaModel:
 
     def _aggregator(self, phv: Phv) -> None:
         m = phv.meta
+        if not m["port_frame"] and tables.admit(m)[0] == "do_valid_vacate":   # pass 2's clear
+            self._execute(phv, "valid", "valid_vacate")
         for name, select in tables.SELECTORS.items():
             m["phase"] = (m["old_progress"] >> 16) & 3
             action = select(m)
             if name == "progress_check_sel":
-                m["check_delta"] = {"check_duplicate": 0xFFFE0000, "check_takeover": 0xFFFF0000,
-                                    "check_nothing": 0}[action]
+                if action != "NoAction":   # what it subtracts, in progress_in (aggregator.p4)
+                    m["progress_in"] = {"check_duplicate": 0x20000, "check_takeover": 0x10000,
+                                        "check_nothing": 0}[action]
                 if action == "check_takeover":
                     m["limit_add"] = AGGREGATING_BASE - 1
                 continue
@@ -333,16 +337,22 @@ class TnaModel:
         return self.draws.lost(direction, threshold, port=port, job_index=job_index, copy=copy)
 
     def _l2(self, phv: Phv) -> None:
+        """dmac, then l2_sel (forwarding.p4)."""
         hdr, m = phv.hdr, phv.meta
         action, data, _ = self.switch.lookup("pipe.SaAtpIngress.l2.dmac",
                                              {"hdr.ethernet.dst_addr": hdr["ethernet"]["dst_addr"]})
         if action == "SaAtpIngress.l2.forward":
-            phv.tm["ucast"] = data["port"]
-            return
-        udp = hdr.get("udp")
-        if udp and P.UDP_PORT in (udp["src_port"], udp["dst_port"]):
-            m["drop_reason"] = P.DropReason.NO_FLOOD
+            m["l2_port"] = data["port"]
         else:
+            m["l2_flood"] = 1
+        udp = hdr.get("udp") or {"src_port": 0, "dst_port": 0}
+        chosen = tables.l2_sel(defaultdict(int, m, udp_valid=int("udp" in hdr), src_port=udp["src_port"],
+                                    dst_port=udp["dst_port"]))
+        if chosen == "to_port":
+            phv.tm["ucast"] = m["l2_port"]
+        elif chosen == "no_flood":
+            m["drop_reason"] = P.DropReason.NO_FLOOD
+        elif chosen == "to_all":
             phv.tm["mcast"], phv.bridge["flood"] = P.FLOOD_GROUP, 1
 
     def _stats(self, control: str, job_index: int, op: int, reason: int, dropped_count: bool):

@@ -65,7 +65,7 @@ def valid_vacate(cell, phv):
 
 
 def generation_bump(cell, phv):
-    new = (cell + 1) & M32
+    new = 1 if cell == 0xFFFF else cell + 1   # 16 bits, never 0 (a cleared member cell)
     return new, new
 
 
@@ -87,7 +87,7 @@ def progress_add(cell, phv):
 
 def progress_check(cell, phv):
     if cell > phv.limit_add:
-        return (cell + phv.check_delta) & M32, cell
+        return (cell - phv.progress_in) & M32, cell
     return cell, cell
 
 

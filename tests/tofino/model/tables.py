@@ -23,6 +23,86 @@ LANES_KEEP, LANES_STORE, LANES_ADD, LANES_LOAD, LANES_HIGH, LANES_CLEAR = range(
 PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT)
 
 
+HOST_OPS = (P.Op.DATA, P.Op.TAKEOVER, P.Op.HELPER_DATA, P.Op.HELPER_RESULT)
+ADMITTED = ("helper_data", "admit", "admit_data")   # what the drop simulator may drop
+
+
+def admit(m: dict) -> tuple[str, tuple[int, ...]]:
+    """The admission of a frame from a port (aggregator.p4's admit_sel, which also runs
+    `valid`: occupy for DATA, peek for the other kinds), in the v1model
+    program's order (docs/protocol.md §6, §9): malformed, spoofed, not SA-ATP, unknown job,
+    transit, op, registration, slot range, helper, the drop simulator; then what the
+    aggregator is asked. ``registered``, ``num_slots`` (less the slot), ``loss_left`` and
+    ``expected_worker`` count by whether they are 0. Only pass 1 of a frame
+    from a port (``port_frame``) is admitted."""
+    if not m["port_frame"]:   # and in pass 2, a management clear vacates the aggregator
+        return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "NoAction"), ()
+    if m["drop_reason"] == P.DropReason.MALFORMED:
+        return "NoAction", ()
+    if m["spoofed"]:
+        return "spoofed", ()
+    if not m["sa_valid"]:
+        return "forward", ()
+    if not m["job_known"]:
+        return "drop", (P.DropReason.UNKNOWN_JOB,)
+    if m["transit"]:
+        return "forward", ()
+    op = m["op"]
+    if op not in HOST_OPS:
+        return "drop", (P.DropReason.BAD_OP,)
+    if not m["registered"]:
+        return "drop", (P.DropReason.UNREGISTERED,)
+    if m["num_slots"] == 0:
+        return "drop", (P.DropReason.SLOT_RANGE,)
+    if op == P.Op.HELPER_DATA and not m["helper_known"]:
+        return "drop", (P.DropReason.UNREGISTERED,)   # no such helper in the job
+    if m["loss_left"]:
+        return "drop", (P.DropReason.SIM,)
+    if op == P.Op.HELPER_DATA:
+        return "helper_data", ()
+    if op == P.Op.DATA and m["flags"] & P.Flag.PROBE:
+        return "admit", (KIND_PROBE,)
+    if op == P.Op.DATA:
+        return ("admit_data", ()) if m["expected_worker"] else ("admit", (KIND_UNEXPECTED,))
+    if op == P.Op.TAKEOVER:
+        return "admit", (KIND_TAKEOVER,)
+    return "admit", (KIND_HELPER_RESULT,)
+
+
+def expected_sel(m: dict) -> str:
+    """Whether the worker is in the job's expected set (its bit in ``expected``)."""
+    return "is_expected" if m["worker"] < 32 and m["expected"] >> m["worker"] & 1 else "NoAction"
+
+
+def l2_sel(m: dict) -> str:
+    """What forwarding does with dmac's outcome (forwarding.p4): known destinations to their
+    port; unknown ones flooded, but never a frame to or from SA-ATP's UDP port."""
+    if not m["use_l2"]:
+        return "NoAction"
+    if not m["l2_flood"]:
+        return "to_port"
+    if m["udp_valid"] and P.UDP_PORT in (m["src_port"], m["dst_port"]):
+        return "no_flood"
+    return "to_all"
+
+
+def fan_in_sel(m: dict) -> str:
+    """The job's fan-in, or the packet's where the job takes it in band (and it is not 0)."""
+    return "inband_fanin" if m["inband_fanin"] == 1 and m["fanin"] != 0 else "NoAction"
+
+
+def start_sel(m: dict) -> tuple[str, tuple[int, ...]]:
+    """Whether a first contribution completes its chunk (fan-in 1, or 0), and the progress
+    word a DATA's claim writes (job_admission.p4's Limits)."""
+    done = int(m["fan_in"] <= 1)
+    if m["kind"] == KIND_HELPER_RESULT:   # COMPLETE_BASE | the packet's count
+        return "start_helper_result", ()
+    if m["kind"] == KIND_DATA:
+        state = 0x10000 if done else 0x30000   # COMPLETE_BASE, AGGREGATING_BASE
+        return "start_data", (done, state | 1)
+    return ("start", (1,)) if done else ("NoAction", ())
+
+
 def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) -> str:
     """Pass 2 clears the aggregator for the controller, or reads it to describe it (with
     ``report_only``, only for a management read: run and chunk go into its header)."""
@@ -33,12 +113,6 @@ def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) 
     if report_only and m["kind"] != KIND_MGMT_READ:
         return "NoAction"
     return read or "NoAction"
-
-
-def valid_sel(m: dict) -> str:
-    if m["pass"] == PASS_STATE and m["kind"] in PASS_ONE_KINDS:
-        return "do_valid_occupy" if m["kind"] == KIND_DATA else "do_valid_peek"
-    return _pass_two(m, "do_valid_vacate", None)
 
 
 def run_id_sel(m: dict) -> str:
@@ -91,6 +165,10 @@ def member_sel(m: dict) -> str:
 
 
 def progress_check_sel(m: dict) -> str:
+    """The delta progress_check adds, in progress_in, where no claim needs progress_in."""
+    if _data(m, SIT_NEWER) or (m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT
+                               and m["situation"] == SIT_HELD):
+        return "NoAction"
     if _data(m, SIT_HELD) and m["scale_ok"] == 1:
         return "check_duplicate"
     if (m["pass"] == PASS_STATE and m["kind"] == KIND_TAKEOVER
@@ -198,7 +276,7 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
 
 
 SELECTORS = {
-    "valid_sel": valid_sel, "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
+    "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
     "generation_sel": generation_sel, "agreed_scale_sel": agreed_scale_sel,
     "member_sel": member_sel, "progress_check_sel": progress_check_sel,
     "progress_sel": progress_sel, "contributors_sel": contributors_sel,
