@@ -72,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="communicate this many more (zero) gradient elements per iteration, "
                         "as a larger model would")
     p.add_argument("--micro-batches", type=int, default=8,
-                   help="work stealing: micro-batches per even share of the global batch")
+                   help="work stealing: micro-batches per worker's share")
     p.add_argument("--silence-timeout", type=float, default=5.0)
     p.add_argument("--save-model", type=Path, help="rank 0 saves the trained weights here")
     p.add_argument("--log-dir", type=Path, required=True)
@@ -141,8 +141,7 @@ class Trainer:
         self.driver = PolicyDriver(self.policy, rank, world, _get_default_store(),
                                    GlobalBatchSampler(len(self.xtr), args.global_batch, args.seed),
                                    hook_state=self.state if self.switch else None,
-                                   micro_batch=max(1, args.global_batch // world
-                                                   // args.micro_batches))
+                                   micro_batches=args.micro_batches)
         self.schedule = SlowdownSchedule.parse(args.stragglers, classes=args.speed_classes,
                                                n_workers=world,
                                                transient_prob=args.transient_prob,
@@ -199,37 +198,28 @@ class Trainer:
                           round_plan.contribute, comm_started)
 
     def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
-        """Claim micro-batches, own and stolen, each taking its compute time; then one backward
-        pass through DDP runs the comm hook on the gradient of every sample claimed. A stolen
-        micro-batch costs this worker its own per-sample time; the step's fixed cost (the
-        profile's) is paid once.
-
-        With emulated compute the real gradient (of the small model, far below the emulated
-        time) is computed once, in that last pass: one pass of DDP per iteration as without
-        stealing, where one per micro-batch would cost this 2-core machine's switch the CPU it
-        needs. With real compute each micro-batch is computed when claimed, gradients
-        accumulating outside DDP, and the last pass has no samples."""
+        """Compute micro-batches, own and stolen, as they are claimed, their gradients
+        accumulating outside DDP; then a backward pass through DDP over no samples runs the
+        comm hook on the sum. A stolen micro-batch costs this worker its own per-sample time;
+        the step's fixed cost (the profile's) is paid once."""
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
         factor = self.schedule.factor(self.rank, it)
-        target, samples, loss, done, deferred = 0.0, 0, 0.0, [], []
+        target, samples, loss, done = 0.0, 0, 0.0, []
         for mb in self.driver.micro_batches(it, plan):
-            if self.profile is None:
-                started = time.perf_counter()
-                loss += self.backward(self.net, mb.samples)
-                target += (time.perf_counter() - started) * factor
-            else:
-                deferred.append(mb.samples)
-                target += (self.profile.a * len(mb.samples)
-                           + (0.0 if done else self.profile.c)) * factor
+            started = time.perf_counter()
+            loss += self.backward(self.net, mb.samples)
+            target += factor * (time.perf_counter() - started if self.profile is None else
+                                self.profile.a * len(mb.samples) + (0.0 if done else
+                                                                    self.profile.c))
             pad_to(target, t0)
             samples += len(mb.samples)
             done.append((mb.owner, mb.index))
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
         comm_started = time.perf_counter()
-        loss += self.backward(self.ddp, np.concatenate([mine[:0], *deferred]))  # the comm hook
+        loss += self.backward(self.ddp, mine[:0])  # the comm hook runs here
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

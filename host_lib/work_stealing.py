@@ -1,10 +1,13 @@
 """Work stealing within an iteration: SA-ATP's compute help for a worker that is slow *now*.
 
-Each worker's share of the global batch is cut into micro-batches. The owner computes its own
-from the head; a worker that has finished its share takes micro-batches from the tail of the
-share that has the most left, until none is left anywhere. A worker slowed down in this very
-iteration is thus helped before the iteration ends, which the history-based re-split
-(:mod:`host_lib.policies.sa_atp`) cannot do: it only learns from iterations that are over.
+Each worker's share of the global batch is cut into the same number of micro-batches, so that
+a micro-batch takes about the same time whoever owns it once the shares are balanced (a slow
+worker's share is small, and so are its micro-batches). The owner computes its own from the
+head; a worker that has finished its share takes micro-batches from the tail of the share that
+has the most left, until every share is nearly done (one micro-batch left). A worker slowed
+down in this very iteration is thus helped before the iteration ends, which the history-based
+re-split (:mod:`host_lib.policies.sa_atp`) cannot do: it only learns from iterations that are
+over.
 
 Claims go through one counter per share in the torch.distributed store. The owner adds 1 (a
 claim from the head), a thief adds ``_TAIL`` (a claim from the tail); a claim holds when, after
@@ -20,7 +23,6 @@ the other shares (two round trips) once its share is done.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -31,6 +33,10 @@ from host_lib.sampling import split
 _PREFIX = "sa-atp/steal"
 _TAIL = 1 << 20  # tail claims count in the counter's high bits; a share has fewer micro-batches
 _KEEP = 8  # iterations a counter stays in the store (every worker has long finished with it)
+# A share with a single micro-batch left is nearly done: its owner is computing the one before
+# and would start that one about when a thief could. Taking it only moves the end of the
+# iteration from one worker to another, at the cost of claims, so thieves leave it.
+WORTH_STEALING = 2
 
 
 @dataclass(frozen=True)
@@ -40,21 +46,22 @@ class MicroBatch:
     samples: np.ndarray  # indices into the dataset
 
 
-def micro_batches(share: np.ndarray, size: int) -> list[np.ndarray]:
-    """A share cut into consecutive micro-batches of ``size`` samples (the last may be
-    smaller)."""
-    n = math.ceil(len(share) / size)
-    return split(share, [min(size, len(share) - i * size) for i in range(n)])
+def micro_batches(share: np.ndarray, pieces: int) -> list[np.ndarray]:
+    """A share cut into ``pieces`` consecutive micro-batches as equal as can be (fewer when the
+    share has fewer samples; none when it is empty)."""
+    n = min(pieces, len(share))
+    base, extra = divmod(len(share), max(n, 1))
+    return split(share, [base + (i < extra) for i in range(n)])
 
 
 class WorkStealing:
-    """One rank's side of an iteration's micro-batch claims. ``size`` is the micro-batch size in
-    samples, the same on every rank; ``store`` the torch.distributed store."""
+    """One rank's side of an iteration's micro-batch claims. ``pieces`` is the number of
+    micro-batches per share, the same on every rank; ``store`` the torch.distributed store."""
 
-    def __init__(self, store, rank: int, world: int, size: int, job: int = 0):
-        if size < 1:
-            raise ValueError(f"micro-batch size must be at least 1, got {size}")
-        self.store, self.rank, self.world, self.size = store, rank, world, size
+    def __init__(self, store, rank: int, world: int, pieces: int, job: int = 0):
+        if not 1 <= pieces < _TAIL:
+            raise ValueError(f"micro-batches per share must be in 1..{_TAIL - 1}, got {pieces}")
+        self.store, self.rank, self.world, self.pieces = store, rank, world, pieces
         self.prefix = f"{_PREFIX}/{job}"
 
     def _key(self, iteration: int, owner: int) -> str:
@@ -64,7 +71,7 @@ class WorkStealing:
         """The micro-batches this rank computes in ``iteration`` (``shares``: every rank's
         samples, the same on every rank): its own from the head, then stolen ones. A claim is
         made when the next micro-batch is asked for, so compute each before asking again."""
-        cut = [micro_batches(share, self.size) for share in shares]
+        cut = [micro_batches(share, self.pieces) for share in shares]
         if iteration >= _KEEP:
             self.store.delete_key(self._key(iteration - _KEEP, self.rank))
         own = cut[self.rank]
@@ -86,7 +93,7 @@ class WorkStealing:
         while True:
             left = [len(cut[w]) - sum(divmod(c, _TAIL)) for w, c in zip(others, counters,
                                                                        strict=True)]
-            if not others or max(left) <= 0:
+            if not others or max(left) < WORTH_STEALING:
                 return
             pick = int(np.argmax(left))
             victim, n = others[pick], len(cut[others[pick]])

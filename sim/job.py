@@ -66,7 +66,7 @@ class JobSpec:
     train_digits: bool = False  # real digits gradients and accuracy (testbed replays)
     eval_every: int = 5
     max_blocks: int = 32
-    micro_batches: int = 8  # work stealing: micro-batches per even share (examples/train.py)
+    micro_batches: int = 8  # work stealing: micro-batches per share (examples/train.py)
     seed: int = 0
 
     @property
@@ -161,8 +161,7 @@ class Job:
         slowdown and noise (contention taken at the step's start)."""
         slowness, delay = self.spec.stragglers.durations(it, starts, np.ones(self.n))
         profile, spec = self.spec.workload.profile, self.spec
-        size = max(1, spec.batch // self.n // spec.micro_batches)
-        ends, samples, _ = stealing_schedule(plan.shares, size, profile.c, profile.a,
+        ends, samples, _ = stealing_schedule(plan.shares, spec.micro_batches, profile.c, profile.a,
                                              slowness, starts, spec.costs.claim_s)
         computed = ends + delay  # as in _synchronous: the extra delay ends the step
         sends = np.array([plan.contributes(w) for w in range(self.n)])

@@ -1,6 +1,7 @@
 """Work stealing within an iteration, as host_lib.work_stealing runs it on the testbed, in
 simulated time: each worker computes its own share's micro-batches from the head, then takes
-micro-batches from the tail of the share with the most left, until none is left anywhere.
+micro-batches from the tail of the share with the most left, while some share has two or more
+left.
 
 A micro-batch of ``k`` samples costs a worker ``per_sample * k`` seconds of its own speed, and
 its first micro-batch also the step's fixed cost, as examples/train.py emulates it; each claim
@@ -10,18 +11,19 @@ costs one store round trip (``claim_s``); a thief that finds nothing left pays o
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 
+from host_lib.work_stealing import WORTH_STEALING, micro_batches
 
-def stealing_schedule(shares, size: int, fixed_s: float, per_sample_s: float,
+
+def stealing_schedule(shares, pieces: int, fixed_s: float, per_sample_s: float,
                       slowness: np.ndarray, starts: np.ndarray, claim_s: float = 0.0
                       ) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
     """Per worker: when its compute ends, how many samples it computed, and the micro-batches
     ``(owner, index)`` it computed. ``slowness`` multiplies each worker's compute times."""
     n = len(shares)
-    cut = [[min(size, s - i * size) for i in range(math.ceil(s / size))] for s in shares]
+    cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
     head, tail = [0] * n, [0] * n
     ends = np.asarray(starts, np.float64).copy()
     samples = np.zeros(n, np.int64)
@@ -34,7 +36,7 @@ def stealing_schedule(shares, size: int, fixed_s: float, per_sample_s: float,
         if left[w] > 0:
             owner, index = w, head[w]
             head[w] += 1
-        elif max(left) > 0:
+        elif max(left) >= WORTH_STEALING:
             owner = max(range(n), key=lambda v: (left[v], -v))
             tail[owner] += 1
             index = len(cut[owner]) - tail[owner]

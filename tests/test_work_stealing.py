@@ -23,8 +23,9 @@ from host_lib.work_stealing import WorkStealing, micro_batches
 
 def test_micro_batches_cut_a_share_in_order():
     share = np.arange(10, 20)
-    assert [m.tolist() for m in micro_batches(share, 4)] == [[10, 11, 12, 13],
-                                                           [14, 15, 16, 17], [18, 19]]
+    assert [m.tolist() for m in micro_batches(share, 3)] == [[10, 11, 12, 13], [14, 15, 16],
+                                                           [17, 18, 19]]
+    assert [m.tolist() for m in micro_batches(share[:2], 3)] == [[10], [11]]
     assert micro_batches(share[:0], 4) == []
     with pytest.raises(ValueError):
         WorkStealing(dist.HashStore(), 0, 2, 0)
@@ -33,8 +34,8 @@ def test_micro_batches_cut_a_share_in_order():
 def test_the_owner_stops_at_the_first_micro_batch_a_thief_took():
     store = dist.HashStore()
     shares = [np.arange(16), np.arange(16, 16)]  # worker 1 has nothing of its own
-    owner = WorkStealing(store, 0, 2, 2).iteration(0, shares)
-    thief = WorkStealing(store, 1, 2, 2).iteration(0, shares)
+    owner = WorkStealing(store, 0, 2, 8).iteration(0, shares)
+    thief = WorkStealing(store, 1, 2, 8).iteration(0, shares)
     first = next(owner)
     stolen = [next(thief), next(thief)]
     rest = list(owner)
@@ -58,7 +59,7 @@ SCENARIOS = {
 def test_every_sample_is_computed_exactly_once_under_contention(scenario):
     """Four threads, each sleeping its slowdown times a per-sample time per micro-batch, share
     one store for twelve iterations; a barrier stands for the allreduce."""
-    world, batch, size, iterations = 4, 96, 3, 12
+    world, batch, pieces, iterations = 4, 96, 8, 12
     schedule, sampler = SCENARIOS[scenario], GlobalBatchSampler(1000, batch, seed=3)
     shares_of = [[24, 24, 24, 24], [30, 30, 30, 6], [20, 30, 40, 6]]
     store, barrier = dist.HashStore(), threading.Barrier(world)
@@ -67,7 +68,7 @@ def test_every_sample_is_computed_exactly_once_under_contention(scenario):
 
     def worker(rank):
         try:
-            stealing = WorkStealing(store, rank, world, size)
+            stealing = WorkStealing(store, rank, world, pieces)
             for it in range(iterations):
                 shares = split(sampler.batch(it), shares_of[it % 3])
                 for mb in stealing.iteration(it, shares):
@@ -135,13 +136,13 @@ def test_training_with_work_stealing_matches_the_single_process_reference(
         timeout=300)
     sampler = GlobalBatchSampler(len(digits.load(0)[0]), batch, 0)
     logs = [[json.loads(line) for line in open(tmp_path / f"rank{r}.jsonl")] for r in range(4)]
-    size = batch // 4 // 8  # examples/train.py's micro-batch size for 8 per even share
+    pieces = 8  # examples/train.py's micro-batches per share
     stolen = 0
     for it in range(iterations):
         records = [log[it] for log in logs]
         shares = split(sampler.batch(it), records[0]["shares"])
         every = {(o, i): m for o, share in enumerate(shares)
-                 for i, m in enumerate(micro_batches(share, size))}
+                 for i, m in enumerate(micro_batches(share, pieces))}
         claimed = Counter((o, i) for r in records for o, i in r["micro_batches"])
         assert set(claimed) == set(every) and max(claimed.values()) == 1
         assert sum(r["samples"] for r in records) == batch
@@ -176,21 +177,22 @@ def reference_training_without_one_sample(batch: int, iterations: int, lr: float
                                       [1, 4, 1, 1]])
 def test_the_simulated_schedule_claims_every_micro_batch_once_and_balances(slowness):
     """sim.stealing (the replay of host_lib.work_stealing): every (owner, index) once, and the
-    compute ends within one micro-batch of the fluid bound (each worker pays the fixed cost
+    compute ends within two micro-batches of the fluid bound (each worker pays the fixed cost
     once, then the remaining samples spread over the workers' per-sample rates)."""
     from sim.stealing import stealing_schedule
 
-    shares, size, fixed, per_sample = [64, 64, 64, 64], 8, 0.010, 0.00037
+    shares, pieces, fixed, per_sample = [64, 64, 64, 64], 8, 0.010, 0.00037
     slow = np.asarray(slowness, float)
     starts = np.zeros(4)
-    ends, samples, done = stealing_schedule(shares, size, fixed, per_sample, slow, starts)
-    every = {(o, i) for o, share in enumerate(shares) for i in range(share // size)}
+    ends, samples, done = stealing_schedule(shares, pieces, fixed, per_sample, slow, starts)
+    every = {(o, i) for o, share in enumerate(shares) for i in range(pieces)}
     claimed = Counter(mb for rank in done for mb in rank)
     assert set(claimed) == every and max(claimed.values()) == 1
     assert samples.sum() == sum(shares)
     # Fluid bound T: sum over workers of (T - fixed * s) / (per_sample * s) = all samples.
     rates = 1 / (per_sample * slow)
     bound = (sum(shares) + (rates * fixed * slow).sum()) / rates.sum()
-    assert bound <= ends.max() <= bound + per_sample * size * slow.max()
+    # A thief leaves a share's last micro-batch: its owner may end up to two of its own late.
+    assert bound <= ends.max() <= bound + 2 * per_sample * 64 / pieces * slow.max()
     if slow.max() > 1:
         assert sum(o != r for r, rank in enumerate(done) for o, _ in rank) > 0

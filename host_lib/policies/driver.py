@@ -56,14 +56,14 @@ class PolicyDriver:
     ``hook_state`` is the :class:`~host_lib.ddp_hook.SaAtpHookState` of a switch-aggregated job
     (each iteration's round plan and weights are set on it), or None when gradients go through
     gloo. ``store`` is the torch.distributed store through which ranks share step times and,
-    for policies that steal work, claim micro-batches of ``micro_batch`` samples.
+    for policies that steal work, claim micro-batches (``micro_batches`` per share).
     """
 
     def __init__(self, policy: Policy, rank: int, world: int, store,
                  sampler: GlobalBatchSampler, hook_state=None, job: int = 0,
-                 micro_batch: int = 1):
+                 micro_batches: int = 8):
         self.policy = policy
-        self.stealing = (WorkStealing(store, rank, world, micro_batch, job)
+        self.stealing = (WorkStealing(store, rank, world, micro_batches, job)
                          if policy.steals_work else None)
         self.rank, self.world = rank, world
         self.sampler = sampler

@@ -37,14 +37,17 @@ class SaAtp(Policy):
     def __init__(self, n_workers: int, global_batch: int, takeover: bool = True,
                  compute_help: bool = True, work_stealing: bool = True,
                  detector: StragglerDetector | None = None, speed_window: int = 3,
-                 damping: float = 0.7):
+                 damping: float | None = None):
         super().__init__(n_workers, global_batch)
         self.takeover = takeover
         self.compute_help = compute_help
         self.steals_work = compute_help and work_stealing
         self.detector = detector or StragglerDetector()
         self.speed_window = speed_window
-        self.damping = damping
+        # With stealing, the samples each worker computed move by whole micro-batches from
+        # one iteration to the next, and stealing absorbs what changes within one: the re-split
+        # follows only what persists.
+        self.damping = damping if damping is not None else 0.3 if self.steals_work else 0.7
         self.name = ("sa-atp-takeover" if not compute_help else
                      "sa-atp" if self.steals_work else "sa-atp-resplit")
 
