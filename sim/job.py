@@ -46,11 +46,13 @@ class HostCosts:
     plan_s: float = 0.0  # iteration end -> next compute start (plan, step-time exchange)
     call_s: float = 0.0  # gradient ready -> first packet (publish step time, comm hook)
     finish_s: float = 0.0  # last result -> iteration end (dequantize, optimizer step)
-    helper_s: float = 0.0  # more per call when the plan names helpers (takeover timers)
+    # More per call when the plan names helpers but flags no straggler: the helpers may then
+    # take over any chunk that waits past jitter, and on the testbed they do, at a cost.
+    helper_s: float = 0.0
     claim_s: float = 0.0  # one store round trip: a work-stealing claim
 
     def call(self, plan: IterationPlan) -> float:
-        return self.call_s + (self.helper_s if plan.helpers else 0.0)
+        return self.call_s + (self.helper_s if plan.helpers and not plan.stragglers else 0.0)
 
 
 @dataclass

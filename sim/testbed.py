@@ -59,7 +59,7 @@ class Fitted:
                          STORE_ROUND_TRIP_S)
 
 
-FITTED = Fitted(delay_s=0.00704, switch_s=0.00864, gloo_s=0.0, helper_s=0.00307)
+FITTED = Fitted(delay_s=0.00602, switch_s=0.0065, gloo_s=0.0, helper_s=0.00591)
 
 
 def measured() -> dict:
