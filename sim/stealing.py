@@ -25,6 +25,7 @@ def stealing_schedule(shares, pieces: int, fixed_s: float, per_sample_s: float,
     n = len(shares)
     cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
     head, tail = [0] * n, [0] * n
+    left = np.array([len(c) for c in cut])  # micro-batches not yet claimed, per share
     ends = np.asarray(starts, np.float64).copy()
     samples = np.zeros(n, np.int64)
     done: list[list[tuple[int, int]]] = [[] for _ in range(n)]
@@ -32,18 +33,18 @@ def stealing_schedule(shares, pieces: int, fixed_s: float, per_sample_s: float,
     heapq.heapify(ready)
     while ready:
         t, w = heapq.heappop(ready)
-        left = [len(cut[v]) - head[v] - tail[v] for v in range(n)]
         if left[w] > 0:
             owner, index = w, head[w]
             head[w] += 1
-        elif max(left) >= WORTH_STEALING:
-            owner = max(range(n), key=lambda v: (left[v], -v))
+        else:
+            owner = int(np.argmax(left))  # the most left; the lowest rank among equals
+            if left[owner] < WORTH_STEALING:
+                ends[w] = t + claim_s  # the claim or look that found nothing
+                continue
             tail[owner] += 1
             index = len(cut[owner]) - tail[owner]
             t += claim_s  # the thief's look at the other shares
-        else:
-            ends[w] = t + claim_s  # the claim or look that found nothing
-            continue
+        left[owner] -= 1
         k = cut[owner][index]
         t += claim_s + slowness[w] * (per_sample_s * k + (0.0 if done[w] else fixed_s))
         samples[w] += k
