@@ -86,15 +86,18 @@ class PolicyDriver:
     def samples(self, it: int, plan: IterationPlan) -> np.ndarray:
         """This rank's share of the iteration's global batch. Shares may add up to less than
         the batch (excluded workers, workers still busy): the first samples are taken."""
+        return self._shares(it, plan)[self.rank]
+
+    def _shares(self, it: int, plan: IterationPlan) -> list[np.ndarray]:
+        """Every rank's samples of the iteration's global batch under ``plan``."""
         batch = self.sampler.batch(it)[:sum(plan.shares)]
-        return split(batch, list(plan.shares))[self.rank]
+        return split(batch, list(plan.shares))
 
     def micro_batches(self, it: int, plan: IterationPlan) -> Iterator[MicroBatch]:
         """The micro-batches this rank computes in ``it`` under a work-stealing policy: its
         own share's from the head, then other shares' from their tails (each is claimed when
         the next one is asked for)."""
-        batch = self.sampler.batch(it)[:sum(plan.shares)]
-        return self.stealing.iteration(it, split(batch, list(plan.shares)))
+        return self.stealing.iteration(it, self._shares(it, plan))
 
     def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
         """The samples this rank computes in a synchronous (DDP) step and how it takes part in
