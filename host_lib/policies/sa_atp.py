@@ -81,8 +81,16 @@ class SaAtp(Policy):
         t, b = times[-1], samples[-1].astype(np.float64)
         target = b * t.mean() / np.maximum(t, 1e-9)
         target *= self.global_batch / target.sum()
-        return proportional_shares(self.global_batch, self.damping * target
-                                   + (1 - self.damping) * b)
+        shares = np.array(proportional_shares(self.global_batch, self.damping * target
+                                              + (1 - self.damping) * b))
+        # A damped move smaller than half a sample rounds back to the same shares and would
+        # stall short of the balance: move one sample while a worker is half a sample or more
+        # from its target.
+        gap = target - b
+        if (shares == b).all() and np.abs(gap).max() >= 0.5 and shares[gap.argmin()] > 1:
+            shares[gap.argmax()] += 1
+            shares[gap.argmin()] -= 1
+        return tuple(int(s) for s in shares)
 
     def _speeds(self, history: StepHistory) -> np.ndarray:
         """Samples per second of each worker over the last iterations."""
