@@ -97,6 +97,7 @@ class Round:
         self.wire = memoryview(frames.view(np.uint8)).cast("B")
         self.sent_at = np.full(self.n, np.nan)
         self.deadline = np.full(self.n, np.inf)
+        self.next_due = np.inf  # never later than the earliest deadline of a pending chunk
         self.retries = np.zeros(self.n, np.int32)  # retransmissions (Karn's rule, statistics)
         self.backoff = np.zeros(self.n, np.int32)  # timer doublings since the last sign of life
         self.done = np.zeros(self.n, bool)
@@ -114,6 +115,14 @@ class Round:
         self.completed = 0
         self.next_to_send = 0
         self.first_pending = 0  # no chunk before it waits for a result
+
+    def due(self, js, when) -> None:
+        """Set the timers of chunks ``js`` to ``when``. Every timer is set through here (or
+        only pushed later), so the transport can skip its scan of the window until
+        ``next_due``."""
+        self.deadline[js] = when
+        if np.size(when):
+            self.next_due = min(self.next_due, float(np.min(when)))
 
     def frame(self, j: int) -> memoryview:
         return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]

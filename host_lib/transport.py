@@ -104,7 +104,7 @@ class Transport(HelperRole):
         if not rnd.plan.contribute:  # sit out: wait for results, probe if they do not come
             rnd.frames["flags"] |= int(P.Flag.PROBE)  # an IntFlag would not cast to uint8
             rnd.sent_at[:] = now
-            rnd.deadline[:] = now + max(4 * self.rto.rto, _WAIT_PROBE)
+            rnd.due(slice(None), now + max(4 * self.rto.rto, _WAIT_PROBE))
             rnd.next_to_send = rnd.n
         poller = select.poll()
         poller.register(self.link.fileno(), select.POLLIN)
@@ -178,11 +178,13 @@ class Transport(HelperRole):
             rnd.sent_at[js] = now
             # The chunk's designated worker asks first if it times out; the others later,
             # since the PENDING that answers it reaches them all.
-            rnd.deadline[js] = now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto
+            rnd.due(js, now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto)
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
         """Act on every pending chunk whose timer expired; returns the next deadline."""
+        if now < rnd.next_due:
+            return rnd.next_due
         while rnd.first_pending < rnd.next_to_send and rnd.done[rnd.first_pending]:
             rnd.first_pending += 1
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
@@ -193,7 +195,7 @@ class Transport(HelperRole):
         # Chunks that time out together usually wait on the same late peer, not on losses:
         # probe with the oldest few and give the others another RTO, rather than burst. Chunks
         # known to be lost all go at once.
-        rnd.deadline[expired[_PROBE_BURST:]] = now + self.rto.rto
+        rnd.due(expired[_PROBE_BURST:], now + self.rto.rto)
         rnd.lost[lost] = False
         for j in np.concatenate([lost, expired[:_PROBE_BURST]]).tolist():
             rnd.retries[j] += 1
@@ -224,9 +226,10 @@ class Transport(HelperRole):
                 stats.retransmissions += 1
                 timer = self.ask_rto
             rnd.sent_at[j] = now
-            rnd.deadline[j] = now + timer.backoff(int(rnd.backoff[j]))
+            rnd.due(j, now + timer.backoff(int(rnd.backoff[j])))
         pending = rnd.deadline[window][~rnd.done[window]]
-        return float(pending.min()) if len(pending) else now + 0.5
+        rnd.next_due = float(pending.min()) if len(pending) else np.inf
+        return min(rnd.next_due, now + 0.5)
 
     def _peer(self, rnd: Round, j: int) -> int:
         """Without helpers, a result the switch no longer holds is asked of every other worker
@@ -296,26 +299,30 @@ class Transport(HelperRole):
         and ask at once for results that news of later chunks shows were lost."""
         if not len(js):
             return
-        rnd.sums[js] = frames["lanes"]
-        rnd.exps[js], rnd.bitmaps[js], rnd.counts[js] = \
+        # Results mostly come as a run of consecutive chunks: a slice stores them without
+        # the gather and scatter that an index array costs.
+        at = slice(int(js[0]), int(js[-1]) + 1) if (np.diff(js) == 1).all() else js
+        rnd.sums[at] = frames["lanes"]
+        rnd.exps[at], rnd.bitmaps[at], rnd.counts[at] = \
             frames["exp"], frames["bitmap"], frames["count"]
-        rnd.done[js] = True
+        rnd.done[at] = True
         rnd.completed += len(js)
         stats.results += len(js)
         # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
         # round trip: these results were all sent within one window.
-        clean = js[(rnd.retries[js] == 0) & np.isnan(rnd.pending_at[js]) & (rnd.taken_by[js] < 0)
-                   & ~np.isnan(rnd.sent_at[js])]
-        if len(clean):
-            self.rto.sample(now - float(rnd.sent_at[clean].mean()))
-        copies = js[(frames["flags"] & P.Flag.COPY != 0) & (rnd.retries[js] == 1)]
+        sent_at, retries = rnd.sent_at[at], rnd.retries[at]
+        clean = ((retries == 0) & np.isnan(rnd.pending_at[at]) & (rnd.taken_by[at] < 0)
+                 & ~np.isnan(sent_at))
+        if clean.any():
+            self.rto.sample(now - float(sent_at[clean].mean()))
+        copies = js[(frames["flags"] & P.Flag.COPY != 0) & (retries == 1)]
         for j in copies.tolist():
             self.ask_rto.sample(now - float(rnd.sent_at[j]))
         self._detect_losses(rnd, js[frames["flags"] & P.Flag.HELPER == 0], now)
         # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
         before = js[js >= self.slots] - self.slots
         lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
-        rnd.deadline[lost] = now
+        rnd.due(lost, np.full(len(lost), now))
         rnd.backoff[lost] = 0
 
     def _detect_losses(self, rnd: Round, js: np.ndarray, now: float) -> None:
@@ -344,8 +351,8 @@ class Transport(HelperRole):
         if not len(gap):
             return
         rnd.lost[gap] = True
-        rnd.deadline[gap] = np.minimum(rnd.deadline[gap],
-                                       np.where(self._designated(rnd, gap), now, now + wait))
+        rnd.due(gap, np.minimum(rnd.deadline[gap],
+                                np.where(self._designated(rnd, gap), now, now + wait)))
 
     def _designated(self, rnd: Round, js: np.ndarray) -> np.ndarray:
         """Whether this worker is the one that asks first about chunks ``js``."""
@@ -414,7 +421,7 @@ class Transport(HelperRole):
                 # Ours is missing: it was lost. Send it again once a copy still on its way
                 # would have arrived.
                 rnd.lost[j] = True
-                rnd.deadline[j] = min(rnd.deadline[j], rnd.sent_at[j] + self.ask_rto.rto)
+                rnd.due(j, min(rnd.deadline[j], rnd.sent_at[j] + self.ask_rto.rto))
             else:
                 # The chunk is alive, and the missing workers, who heard this too, send theirs
                 # themselves (they may not have reached it yet): whoever asked this, our next
@@ -422,7 +429,7 @@ class Transport(HelperRole):
                 # to us is noticed sooner, from later results (_detect_losses).
                 rnd.lost[j] = False
                 rnd.backoff[j] += 1
-                rnd.deadline[j] = now + self.rto.backoff(int(rnd.backoff[j]))
+                rnd.due(j, now + self.rto.backoff(int(rnd.backoff[j])))
         elif reason == P.Bounce.TAKEN:
             self._taken(rnd, stats, j, worker, False)
         elif reason == P.Bounce.STALE:
@@ -456,7 +463,7 @@ class Transport(HelperRole):
         only after that): if c's result has not reached us, it was lost; ask at once."""
         j = rnd.index(chunk & 0xFFFFFFFF)
         if j is not None and j < rnd.next_to_send and not rnd.done[j]:
-            rnd.deadline[j] = now
+            rnd.due(j, now)
             rnd.backoff[j] = 0
 
     def _taken(self, rnd: Round, stats: CallStats, j: int, helper: int, included) -> None:
@@ -472,7 +479,7 @@ class Transport(HelperRole):
         elif j < rnd.next_to_send:
             self._to_helper(rnd, stats, j, helper)
         rnd.backoff[j] = 0
-        rnd.deadline[j] = now + min(self.rto.maximum, max(4 * self.rto.rto, _WAIT_PROBE))
+        rnd.due(j, now + min(self.rto.maximum, max(4 * self.rto.rto, _WAIT_PROBE)))
 
     def _result(self, rnd: Round, stats: CallStats, j: int, frame: memoryview, bitmap: int,
                 exp: int, now: float) -> None:
