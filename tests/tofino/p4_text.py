@@ -61,7 +61,11 @@ def program_text() -> str:
 
 @cache
 def controls() -> dict[str, Control]:
-    text = program_text()
+    return parse_controls(program_text())
+
+
+def parse_controls(text: str) -> dict[str, Control]:
+    """Every control of ``text`` (comments stripped) by name."""
     found = {}
     for m in re.finditer(r"^control\s+(\w+)\s*\(", text, re.M):
         body, _ = braced(text, m.end())

@@ -177,3 +177,81 @@ def test_the_models_tables_are_the_const_entries(table):
         want = (TABLE_FUNCTIONS[table][1](m) if table in TABLE_FUNCTIONS
                 else (tables.SELECTORS[table](m), ()))
         assert got == want, f"{table} at {m}"
+
+
+# -- the bridge header's fill -------------------------------------------------------------------
+
+FILL = "hdr.bridge.setValid();"
+
+
+def _assigned(control: str, prefix: str, ctrls) -> set[str]:
+    """Fields ``prefix.<field>`` that a control, or any control it instantiates, assigns, in
+    its apply block or in actions that let the frame go on (egress never sees what an action
+    that drops it wrote)."""
+    c = ctrls[control]
+    text = c.body
+    for _, body in c.actions.values():
+        if re.search(r"\bdrop_ctl\s*=\s*1\s*;", body):
+            text = text.replace(body, "")
+    found = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*=(?!=)", text))
+    for inner in c.instances.values():
+        if inner in ctrls:
+            found |= _assigned(inner, prefix, ctrls)
+    return found
+
+
+def bridge_fill_violations(ctrls) -> list[str]:
+    """Where the ingress's bridge fill breaks its contract: the metadata fields it copies must
+    be final there (no control applied after it assigns them, nor passes them on as ``out`` or
+    ``inout``), and the flags it zeroes may be set only by controls applied after it (one applied
+    before would see its flag wiped). Before 759564b the fill copied ``flood`` and
+    ``to_worker`` from metadata that tables applied after it set: no egress copy ever saw them."""
+    ingress = ctrls["SaAtpIngress"]
+    block_at = list(re.finditer(r"\bapply\s*\{", ingress.body))[-1].start()
+    apply_block, _ = p4_text.braced(ingress.body, block_at)
+    before, after = apply_block.split(FILL)
+    fill = after[:after.index(".apply(")]
+    copied = dict(re.findall(r"hdr\.bridge\.(\w+)\s*=\s*meta\.(\w+)\s*;", fill))
+    zeroed = set(re.findall(r"hdr\.bridge\.(\w+)\s*=\s*0\s*;", fill))
+    problems = []
+    for name, args in re.findall(r"(\w+)\.apply\(([^)]*)\)", after):
+        control = ingress.instances[name]
+        late = _assigned(control, "meta", ctrls) & set(copied.values())
+        problems += [f"{name} ({control}) assigns meta.{f} after the fill copied it"
+                     for f in sorted(late)]
+        signature = re.search(rf"control\s+{control}\s*\(([^)]*)\)", p4_text.program_text())
+        params = [p.split() for p in signature.group(1).split(",")]
+        for arg, param in zip((a.strip() for a in args.split(",")), params, strict=True):
+            field = arg.removeprefix("meta.")
+            if field in copied.values() and param[0] in ("out", "inout"):
+                problems.append(f"{name} ({control}) may change meta.{field} after the fill")
+    for name in re.findall(r"(\w+)\.apply\(", before):
+        control = ingress.instances.get(name)
+        if control in ctrls:
+            early = _assigned(control, "hdr.bridge", ctrls) & zeroed
+            problems += [f"{name} ({control}) sets bridge.{f} before the fill zeroes it"
+                         for f in sorted(early)]
+    set_after = set().union(*(_assigned(ingress.instances[n], "hdr.bridge", ctrls)
+                              for n in re.findall(r"(\w+)\.apply\(", after)))
+    problems += [f"bridge.{f} is zeroed by the fill and set by nothing after it"
+                 for f in sorted(zeroed - set_after)]
+    return problems
+
+
+def test_the_bridge_fill_copies_final_fields_and_zeroes_flags_set_after_it():
+    assert not bridge_fill_violations(CONTROLS)
+
+
+@pytest.mark.parametrize("mutation", [
+    # the flag copied from metadata that a table applied after the fill decides (the old bug)
+    ("hdr.bridge.to_worker = 0;", "hdr.bridge.to_worker = meta.response;"),
+    # the fill moved after the first control that sets a flag
+    ("        hdr.bridge.setValid();", "        aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);\n"
+                                       "        hdr.bridge.setValid();"),
+])
+def test_the_bridge_fill_check_finds_a_broken_fill(mutation):
+    """The check above fails on the bug it guards against, written into a copy of the source."""
+    old, new = mutation
+    assert PROGRAM.count(old) == 1
+    broken = p4_text.parse_controls(PROGRAM.replace(old, new))
+    assert bridge_fill_violations(broken)
