@@ -184,7 +184,8 @@ class Trainer:
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
-        loss = self.summed_loss(self.ddp, mine)
+        loss = torch.nn.functional.cross_entropy(self.ddp(self.xtr[mine]), self.ytr[mine],
+                                                 reduction="sum")
         pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, len(mine))
@@ -198,24 +199,17 @@ class Trainer:
 
     def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Compute micro-batches, own and stolen, as they are claimed, their gradients
-        accumulating outside DDP, except the one marked ``last`` (this rank's first, kept for
-        last): its backward pass runs through DDP, so the comm hook sends the buckets of the
-        sum as they fill, overlapping that backward as a synchronous step's does. A stolen
-        micro-batch costs this worker its own per-sample time; the step's fixed cost (the
-        profile's) is paid once."""
+        accumulating outside DDP; then a backward pass through DDP over no samples runs the
+        comm hook on the sum. A stolen micro-batch costs this worker its own per-sample time;
+        the step's fixed cost (the profile's) is paid once."""
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
         factor = self.schedule.factor(self.rank, it)
-        target, samples, loss, done, synced = 0.0, 0, 0.0, [], None
+        target, samples, loss, done = 0.0, 0, 0.0, []
         for mb in self.driver.micro_batches(it, plan):
             started = time.perf_counter()
-            summed = self.summed_loss(self.ddp if mb.last else self.net, mb.samples)
-            if mb.last:
-                synced = summed  # its backward, after the padding, runs the comm hook
-            else:
-                summed.backward()
-            loss += float(summed.detach())
+            loss += self.backward(self.net, mb.samples)
             target += factor * (time.perf_counter() - started if self.profile is None else
                                 self.profile.a * len(mb.samples) + (0.0 if done else
                                                                     self.profile.c))
@@ -225,19 +219,20 @@ class Trainer:
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
         comm_started = time.perf_counter()
-        if synced is None:  # our share was empty or all taken: the hook runs over no samples
-            synced = self.summed_loss(self.ddp, mine[:0])
-        synced.backward()  # the comm hook runs here
+        loss += self.backward(self.ddp, mine[:0])  # the comm hook runs here
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, samples, loss / max(1, samples), round_plan.contribute,
                           comm_started, done)
 
-    def summed_loss(self, model: torch.nn.Module, samples: np.ndarray) -> torch.Tensor:
-        """The loss summed over ``samples`` (its gradient is the samples' gradient sum)."""
-        return torch.nn.functional.cross_entropy(model(self.xtr[samples]), self.ytr[samples],
+    def backward(self, model: torch.nn.Module, samples: np.ndarray) -> float:
+        """Add the gradient of the summed loss over ``samples`` to the parameters' gradients;
+        the loss."""
+        loss = torch.nn.functional.cross_entropy(model(self.xtr[samples]), self.ytr[samples],
                                                  reduction="sum")
+        loss.backward()
+        return float(loss.detach())
 
     def delayed_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Start a gradient if the plan gives us a share; deliver the one under way if it makes
@@ -245,7 +240,8 @@ class Trainer:
         if plan.shares[self.rank]:
             mine = self.driver.samples(it, plan)
             self.optimizer.zero_grad(set_to_none=True)
-            loss = self.summed_loss(self.net, mine)
+            loss = torch.nn.functional.cross_entropy(self.net(self.xtr[mine]), self.ytr[mine],
+                                                     reduction="sum")
             loss.backward()
             self.driver.hold(PendingGradient(
                 len(mine), self.flat_grad().numpy(), float(loss.detach()) / len(mine), t0,

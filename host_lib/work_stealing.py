@@ -9,13 +9,6 @@ down in this very iteration is thus helped before the iteration ends, which the 
 re-split (:mod:`host_lib.policies.sa_atp`) cannot do: it only learns from iterations that are
 over.
 
-The first micro-batch of a share is bigger (``RESERVED`` of it) and kept for last: the owner
-claims it first, so no thief can take it, and computes it after everything else, through DDP,
-so that the comm hook sends the buckets of the whole sum while that micro-batch's backward
-runs, as a synchronous step's buckets overlap its backward. Sent only after the last
-micro-batch, a gradient would not overlap any compute: at scale that costs most of what
-communication costs (docs/simulation.md §5).
-
 Claims go through one counter per share in the torch.distributed store. The owner adds 1 (a
 claim from the head), a thief adds ``_TAIL`` (a claim from the tail); a claim holds when, after
 its add, head and tail claims together are at most the share's micro-batch count. The store
@@ -25,12 +18,11 @@ Every worker still contributes to the allreduce (a worker whose whole share was 
 zeros), so the aggregate is divided by the global batch as before.
 
 Cost when nobody is slow: one store round trip per micro-batch for the owner, and one look at
-the other shares (two round trips) once the rest of its share is done.
+the other shares (two round trips) once its share is done.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -45,11 +37,6 @@ _KEEP = 8  # iterations a counter stays in the store (every worker has long fini
 # and would start that one about when a thief could. Taking it only moves the end of the
 # iteration from one worker to another, at the cost of claims, so thieves leave it.
 WORTH_STEALING = 2
-# The share of its own first micro-batch, computed last: the compute its communication overlaps.
-# Kept from thieves, it bounds how far stealing can help a worker s times slower this very
-# iteration (to RESERVED * s of its share's time, where perfect balance is about 1 with many
-# workers): a quarter keeps stealing's reach up to 4x.
-RESERVED = 0.25
 
 
 @dataclass(frozen=True)
@@ -57,19 +44,14 @@ class MicroBatch:
     owner: int  # whose share it belongs to
     index: int  # its position in the owner's share
     samples: np.ndarray  # indices into the dataset
-    last: bool = False  # the owner's first micro-batch, its last computed: through DDP
 
 
 def micro_batches(share: np.ndarray, pieces: int) -> list[np.ndarray]:
-    """A share cut into ``pieces`` consecutive micro-batches (fewer when the share has fewer
-    samples; none when it is empty): the first ``RESERVED`` of the share (at least a sample,
-    leaving one to each other piece), the rest as equal as can be."""
+    """A share cut into ``pieces`` consecutive micro-batches as equal as can be (fewer when the
+    share has fewer samples; none when it is empty)."""
     n = min(pieces, len(share))
-    if n <= 1:
-        return split(share, [len(share)]) if n else []
-    first = min(max(1, math.ceil(RESERVED * len(share))), len(share) - (n - 1))
-    base, extra = divmod(len(share) - first, n - 1)
-    return split(share, [first] + [base + (i < extra) for i in range(n - 1)])
+    base, extra = divmod(len(share), max(n, 1))
+    return split(share, [base + (i < extra) for i in range(n)])
 
 
 class WorkStealing:
@@ -87,26 +69,19 @@ class WorkStealing:
 
     def iteration(self, iteration: int, shares: list[np.ndarray]) -> Iterator[MicroBatch]:
         """The micro-batches this rank computes in ``iteration`` (``shares``: every rank's
-        samples, the same on every rank): its own from the head, then stolen ones, then its
-        first (claimed before all others, marked ``last``). A claim is made when the next
-        micro-batch is asked for, so compute each before asking again."""
+        samples, the same on every rank): its own from the head, then stolen ones. A claim is
+        made when the next micro-batch is asked for, so compute each before asking again."""
         cut = [micro_batches(share, self.pieces) for share in shares]
         if iteration >= _KEEP:
             self.store.delete_key(self._key(iteration - _KEEP, self.rank))
         own = cut[self.rank]
         key = self._key(iteration, self.rank)
-        kept = None
         for _ in own:
             tail, head = divmod(self.store.add(key, 1), _TAIL)
             if head + tail > len(own):
                 break
-            if head == 1:  # thieves leave a share's last micro-batch: this one is always ours
-                kept = MicroBatch(self.rank, 0, own[0], last=True)
-                continue
             yield MicroBatch(self.rank, head - 1, own[head - 1])
         yield from self._steal(iteration, cut)
-        if kept is not None:
-            yield kept
 
     def _steal(self, iteration: int, cut: list[list[np.ndarray]]) -> Iterator[MicroBatch]:
         others = [w for w in range(self.world) if w != self.rank and cut[w]]

@@ -158,20 +158,17 @@ class Job:
                      starts + busy, outcome, grads, np.zeros(self.n))
 
     def _stealing(self, it: int, plan: IterationPlan, starts: np.ndarray):
-        """Micro-batches, own and stolen; the buckets fill during the last one's backward
-        pass, which runs through DDP (as a synchronous step's do during its own). Each
-        worker's slowness this iteration is its step slowdown and noise (contention taken at
-        the step's start)."""
+        """Micro-batches, own and stolen, then every bucket at once (the trainer's last
+        backward pass over no samples). Each worker's slowness this iteration is its step
+        slowdown and noise (contention taken at the step's start)."""
         slowness, delay = self.spec.stragglers.durations(it, starts, np.ones(self.n))
         profile, spec = self.spec.workload.profile, self.spec
-        ends, samples, _, last = stealing_schedule(plan.shares, spec.micro_batches, profile.c,
-                                                   profile.a, slowness, starts,
-                                                   spec.costs.claim_s)
+        ends, samples, _ = stealing_schedule(plan.shares, spec.micro_batches, profile.c, profile.a,
+                                             slowness, starts, spec.costs.claim_s)
         computed = ends + delay  # as in _synchronous: the extra delay ends the step
         sends = np.array([plan.contributes(w) for w in range(self.n)])
         call = self.spec.costs.call(plan)
-        ready = np.where(sends[:, None], (ends - last)[:, None]
-                         + (last + delay)[:, None] * self.frac + call, np.nan)
+        ready = np.where(sends, computed + call, np.nan)[:, None] * np.ones(len(self.frac))
         # Every sample is summed once, whoever computed it: the sum is the shares' sum.
         grads = ({w: self.training.gradient(it, plan.shares, w) for w in np.flatnonzero(sends)}
                  if self.training else {})

@@ -22,13 +22,10 @@ from host_lib.work_stealing import WorkStealing, micro_batches
 
 
 def test_micro_batches_cut_a_share_in_order():
-    """The first micro-batch a quarter of the share (rounded up), the rest as equal as can be."""
     share = np.arange(10, 20)
-    assert [m.tolist() for m in micro_batches(share, 3)] == [[10, 11, 12], [13, 14, 15, 16],
+    assert [m.tolist() for m in micro_batches(share, 3)] == [[10, 11, 12, 13], [14, 15, 16],
                                                            [17, 18, 19]]
-    assert [len(m) for m in micro_batches(np.arange(64), 8)] == [16] + [7] * 6 + [6]
     assert [m.tolist() for m in micro_batches(share[:2], 3)] == [[10], [11]]
-    assert [m.tolist() for m in micro_batches(share[:1], 3)] == [[10]]
     assert micro_batches(share[:0], 4) == []
     with pytest.raises(ValueError):
         WorkStealing(dist.HashStore(), 0, 2, 0)
@@ -39,13 +36,12 @@ def test_the_owner_stops_at_the_first_micro_batch_a_thief_took():
     shares = [np.arange(16), np.arange(16, 16)]  # worker 1 has nothing of its own
     owner = WorkStealing(store, 0, 2, 8).iteration(0, shares)
     thief = WorkStealing(store, 1, 2, 8).iteration(0, shares)
-    first = next(owner)  # the owner claims micro-batch 0 and keeps it for last
+    first = next(owner)
     stolen = [next(thief), next(thief)]
     rest = list(owner)
-    assert (first.owner, first.index) == (0, 1)
+    assert (first.owner, first.index) == (0, 0)
     assert [(m.owner, m.index) for m in stolen] == [(0, 7), (0, 6)]
-    assert [m.index for m in rest] == [2, 3, 4, 5, 0]
-    assert [m.last for m in [first, *stolen, *rest]] == [False] * 7 + [True]
+    assert [m.index for m in rest] == [1, 2, 3, 4, 5]
     assert list(thief) == []  # nothing left anywhere
     got = np.concatenate([m.samples for m in [first, *stolen, *rest]])
     assert sorted(got.tolist()) == list(range(16))
@@ -180,33 +176,23 @@ def reference_training_without_one_sample(batch: int, iterations: int, lr: float
 @pytest.mark.parametrize("slowness", [[1, 1, 1, 1], [1, 1, 1, 3], [1, 1, 1.6, 2.5],
                                       [1, 4, 1, 1]])
 def test_the_simulated_schedule_claims_every_micro_batch_once_and_balances(slowness):
-    """sim.stealing (the replay of host_lib.work_stealing): every (owner, index) once, each
-    worker's first micro-batch computed last by itself, and the compute ends within two
-    micro-batches of the bound: the fluid one (each worker pays the fixed cost once, then the
-    remaining samples spread over the workers' per-sample rates), or a worker's own floor (the
-    fixed cost, its second micro-batch, claimed before any thief is free, and its first)."""
+    """sim.stealing (the replay of host_lib.work_stealing): every (owner, index) once, and the
+    compute ends within two micro-batches of the fluid bound (each worker pays the fixed cost
+    once, then the remaining samples spread over the workers' per-sample rates)."""
     from sim.stealing import stealing_schedule
 
     shares, pieces, fixed, per_sample = [64, 64, 64, 64], 8, 0.010, 0.00037
     slow = np.asarray(slowness, float)
     starts = np.zeros(4)
-    ends, samples, done, last = stealing_schedule(shares, pieces, fixed, per_sample, slow, starts)
+    ends, samples, done = stealing_schedule(shares, pieces, fixed, per_sample, slow, starts)
     every = {(o, i) for o, share in enumerate(shares) for i in range(pieces)}
-    sizes = {(o, i): len(m) for o, share in enumerate(shares)
-             for i, m in enumerate(micro_batches(np.arange(share), pieces))}
-    for w, rank in enumerate(done):  # the last micro-batch's time: its backward runs in DDP
-        assert rank[-1] == (w, 0)
-        own_fixed = fixed if len(rank) == 1 else 0.0
-        assert last[w] == pytest.approx(slow[w] * (per_sample * sizes[rank[-1]] + own_fixed))
     claimed = Counter(mb for rank in done for mb in rank)
     assert set(claimed) == every and max(claimed.values()) == 1
     assert samples.sum() == sum(shares)
     # Fluid bound T: sum over workers of (T - fixed * s) / (per_sample * s) = all samples.
     rates = 1 / (per_sample * slow)
-    fluid = (sum(shares) + (rates * fixed * slow).sum()) / rates.sum()
-    floor = max(slow[w] * (fixed + per_sample * (sizes[w, 0] + sizes[w, 1])) for w in range(4))
-    bound = max(fluid, floor)
+    bound = (sum(shares) + (rates * fixed * slow).sum()) / rates.sum()
     # A thief leaves a share's last micro-batch: its owner may end up to two of its own late.
-    assert bound * (1 - 1e-12) <= ends.max() <= bound + 2 * per_sample * 64 / pieces * slow.max()
+    assert bound <= ends.max() <= bound + 2 * per_sample * 64 / pieces * slow.max()
     if slow.max() > 1:
         assert sum(o != r for r, rank in enumerate(done) for o, _ in rank) > 0
