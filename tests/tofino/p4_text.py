@@ -36,6 +36,7 @@ class Control:
     register_actions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     counters: dict[str, str] = field(default_factory=dict)                 # name: size
     instances: dict[str, str] = field(default_factory=dict)               # name: control type
+    directions: list[str] = field(default_factory=list)  # each parameter's: in, out, inout
 
 
 def strip_comments(text: str) -> str:
@@ -67,9 +68,10 @@ def controls() -> dict[str, Control]:
 def parse_controls(text: str) -> dict[str, Control]:
     """Every control of ``text`` (comments stripped) by name."""
     found = {}
-    for m in re.finditer(r"^control\s+(\w+)\s*\(", text, re.M):
+    for m in re.finditer(r"^control\s+(\w+)\s*\(([^)]*)\)", text, re.M):
         body, _ = braced(text, m.end())
-        found[m.group(1)] = _read_control(Control(m.group(1), body))
+        directions = [p.split()[0] for p in m.group(2).split(",")]
+        found[m.group(1)] = _read_control(Control(m.group(1), body, directions=directions))
     return found
 
 

@@ -219,11 +219,10 @@ def bridge_fill_violations(ctrls) -> list[str]:
         late = _assigned(control, "meta", ctrls) & set(copied.values())
         problems += [f"{name} ({control}) assigns meta.{f} after the fill copied it"
                      for f in sorted(late)]
-        signature = re.search(rf"control\s+{control}\s*\(([^)]*)\)", p4_text.program_text())
-        params = [p.split() for p in signature.group(1).split(",")]
-        for arg, param in zip((a.strip() for a in args.split(",")), params, strict=True):
+        for arg, direction in zip((a.strip() for a in args.split(",")),
+                                  ctrls[control].directions, strict=True):
             field = arg.removeprefix("meta.")
-            if field in copied.values() and param[0] in ("out", "inout"):
+            if field in copied.values() and direction in ("out", "inout"):
                 problems.append(f"{name} ({control}) may change meta.{field} after the fill")
     for name in re.findall(r"(\w+)\.apply\(", before):
         control = ingress.instances.get(name)
