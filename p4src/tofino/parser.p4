@@ -66,6 +66,8 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
         pkt.extract(hdr.udp);
         pkt.extract(hdr.sa);
         pkt.extract(hdr.lanes);
+        meta.udp_valid = 1;
+        meta.sa_valid = 1;
         transition accept;
     }
 
@@ -89,6 +91,9 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
 
     state parse_udp {
         pkt.extract(hdr.udp);
+        /* Header validity as metadata, set here rather than by a table: admission keys on it
+         * in the first stages, and a table setting it would delay the whole state chain. */
+        meta.udp_valid = 1;
         transition select(hdr.udp.dst_port) {
             SA_ATP_UDP_PORT: parse_sa_atp;
             default: accept;
@@ -97,6 +102,7 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
 
     state parse_sa_atp {
         pkt.extract(hdr.sa);
+        meta.sa_valid = 1;
         transition select(hdr.sa.version) {
             SA_ATP_VERSION: parse_lanes;
             default: unsupported_version;

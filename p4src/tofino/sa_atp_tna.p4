@@ -20,6 +20,11 @@
 #include "replica_rewrite.p4"
 #include "packet_stats.p4"
 
+/* The state chain takes all 12 stages of Tofino 1: with PHV initialisation relaxed in the later
+ * stages, the backend fits meta.expected and meta.progress_in in the early ones (docs/tofino.md,
+ * 'Compiling'). In the source, so that every compile of it, the SDE's included, gets it. */
+@command_line("--relax-phv-init", "1")
+
 /* The loop port that takes a packet from this port round to pass 3: one in the port's pipe
  * (the aggregators of a job live in its pipe), installed by the controller for every port. */
 control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_metadata_t meta) {
@@ -51,6 +56,10 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * `generation`, compared by `member`) had been split over 8-bit containers, which no ALU
  * operation can fill from it ("ATTACHED_OUTPUT_ILLEGAL_ALIGNMENT"). */
 @pa_container_size("ingress", "meta.gen", 16)
+/* agreed_scale's stateful ALU answers a comparison (meta.scale_ok) and a read (meta.rd_scale,
+ * which lands in a 32-bit container): both take its output from one action-bus slot, which
+ * serves accesses of a single width ("can't fit in a single slot for 16 bit access"). */
+@pa_container_size("ingress", "meta.scale_ok", 32)
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -90,12 +99,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     apply {
-        if (hdr.sa.isValid()) {   /* constants: bf-p4c 1.2.5.16 fails aliasing it to a valid bit */
-            meta.sa_valid = 1;
-        }
-        if (hdr.udp.isValid()) {
-            meta.udp_valid = 1;
-        }
         bit<4> rx_op = 0;
         /* What this pass does to the lanes, known from the parser's results alone (never
          * from pass 1's decisions, which wait for pass 2): the lane registers need not wait

@@ -18,11 +18,13 @@ const bit<3> KIND_HELPER_RESULT = 5;
 const bit<3> KIND_MGMT_READ     = 6;
 const bit<3> KIND_MGMT_CLEAR    = 7;
 
-/* The run in the slot against the packet's (meta.run_class, from run_id). */
-const bit<2> RUN_NONE  = 0;   /* not compared: the aggregator is empty */
+/* The run in the slot against the packet's (meta.run_class, from run_id). An empty aggregator
+ * is not compared and counts as one of an older run: both are 0, which is also what a stateful
+ * ALU returns from an outcome that drives no output, so the three-way comparison costs two
+ * constants, the most a 32-bit stateful ALU computes besides the cell it writes. */
+const bit<2> RUN_NEWER = 0;   /* the slot is empty or holds an older run: it counts as empty */
 const bit<2> RUN_SAME  = 1;
-const bit<2> RUN_NEWER = 2;   /* the packet's run is newer: the slot counts as empty */
-const bit<2> RUN_OLDER = 3;   /* the slot holds a newer run: BOUNCE(OLD_RUN) */
+const bit<2> RUN_OLDER = 2;   /* the slot holds a newer run: BOUNCE(OLD_RUN) */
 
 /* The chunk in the slot against the packet's (meta.situation, from chunk_id). */
 const bit<2> SIT_NEWER   = 0;   /* the slot is empty, of an older run, or holds an older chunk */

@@ -12,7 +12,7 @@ from __future__ import annotations
 from protocol import constants as P
 
 M32 = 0xFFFF_FFFF
-RUN_SAME, RUN_NEWER, RUN_OLDER = 1, 2, 3
+RUN_NEWER, RUN_SAME, RUN_OLDER = 0, 1, 2
 SIT_NEWER, SIT_HELD, SIT_OLDER, SIT_OLD_RUN = 0, 1, 2, 3
 TAKEN_BASE, AGGREGATING_BASE = 0x20000, 0x30000
 ADD_AND_COMPLETE = 0xFFFE0001
