@@ -6,8 +6,7 @@ the open Tofino compiler into ``bfrt.json``, ``context.json`` and ``resources.js
 deployment loads and what shows the fit; not ``tofino.bin``, docs/tofino.md).  Beside them,
 ``<name>.stamp.json`` records the SHA-256 of every source file and every artifact, and the
 compiler version that made them.  ``check`` fails when a source or an artifact no longer matches
-its stamp, so a P4 change can never land without the compiled program that goes with it; a TNA
-program never compiled yet (no Tofino compiler where it was written) is reported, not failed.
+its stamp, so a P4 change can never land without the compiled program that goes with it.
 
 Usage:  python tools/p4_artifacts.py compile [NAME ...]   (default: the v1model programs)
         python tools/p4_artifacts.py check
@@ -105,8 +104,12 @@ def compile_program(prog: Program) -> None:
              "--p4runtime-files", str(prog.p4info_path), str(prog.main)])
     for artifact in prog.artifacts:
         relativise_source_paths(artifact)
+    version = p4c_version(TOFINO_P4C if prog.tofino else P4C)
+    if prog.tofino:   # the driver's version says nothing of the backend that placed the program
+        context = json.loads((prog.outdir / "context.json").read_text())
+        version += f", Tofino backend {context['compiler_version'].split()[0]}"
     stamp = {
-        "p4c": p4c_version(TOFINO_P4C if prog.tofino else P4C),
+        "p4c": version,
         "sources": {rel(s): sha256(s) for s in prog.sources},
         "artifacts": {rel(a): sha256(a) for a in prog.artifacts},
     }
@@ -179,19 +182,13 @@ def main(argv: list[str] | None = None) -> int:
             compile_program(prog)
         return 0
 
-    uncompiled = [p for p in progs if p.tofino and not p.stamp_path.exists()]
-    for prog in uncompiled:
-        print(f"{prog.name}: not compiled yet (the open Tofino compiler does not fit it yet, "
-              f"docs/tofino.md); `make tofino` compiles it and writes {rel(prog.stamp_path)}",
-              file=sys.stderr)
-    checked = [p for p in progs if p not in uncompiled]
-    problems = [p for prog in checked for p in check_program(prog)]
+    problems = [p for prog in progs for p in check_program(prog)]
     if problems:
         print("P4 artifacts are out of date:", *problems, sep="\n  ", file=sys.stderr)
         print("Run `make p4` (or `make tofino`) where the compiler is installed and commit the "
               "compiled artifacts.", file=sys.stderr)
         return 1
-    print(f"P4 artifacts match their sources ({len(checked)} programs)")
+    print(f"P4 artifacts match their sources ({len(progs)} programs)")
     return 0
 
 
