@@ -104,8 +104,11 @@ def program_schema() -> dict[str, TableSchema]:
             default_action = f"{path}.{name}" if name != "NoAction" else "NoAction"
             params = [n for _, n in c.actions[name][0]] if name in c.actions else []
             values = [int(v, 0) for v in args.rstrip(")").split(",") if v.strip()]
+            # A ternary or range match orders entries by a priority, a key field of its own.
+            prioritised = any(kind in ("ternary", "range") for _, kind in t.keys)
+            keys = tuple(k for k, _ in t.keys) + (("$MATCH_PRIORITY",) if prioritised else ())
             schema[f"{p4_text.PIPE}.{path}.{t.name}"] = TableSchema(
-                f"{p4_text.PIPE}.{path}.{t.name}", tuple(k for k, _ in t.keys), actions,
+                f"{p4_text.PIPE}.{path}.{t.name}", keys, actions,
                 (default_action, dict(zip(params, values, strict=True))),
                 read_only=bool(t.const_entries), const_default=t.default_is_const)
         for r, (cell_type, size) in c.registers.items():
