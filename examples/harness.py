@@ -41,6 +41,7 @@ class Scenario:
     transient_prob: float = 0.0
     speed_classes: str = ""
     pad_gradient: int = 0  # zero gradient elements communicated with the MLP's 2410
+    slots: int = 64  # the job's aggregators on the switch, which bound each worker's window
 
 
 SCENARIOS = {
@@ -54,10 +55,17 @@ SCENARIOS = {
                               "worker 3 at 2.5x", speed_classes="1,1.6,2.5"),
     # VGG-16 on an H100 at 100 Gb/s: its 553 MB gradient takes 44 ms to send, a 64-sample step
     # 32 ms: communication is 1.4x the compute. The padding gives this testbed's switch path
-    # about that ratio against the emulated ResNet-50 step (34 ms for 64 samples).
+    # about that ratio against the emulated ResNet-50 step (34 ms for 64 samples), measured as
+    # the straggler's communication time (it waits on nobody).
     "comm-heavy": Scenario("worker 3 is 3x slower, and communication takes about 1.4x the "
                            "compute (VGG-16's ratio at 100 Gb/s): the gradient is padded with "
-                           "11,000 zeros", stragglers="3x@3", pad_gradient=11000),
+                           "32,000 zeros", stragglers="3x@3", pad_gradient=32000),
+    # The switch's aggregators held by chunks that wait for a straggler stall everyone's
+    # window when the job has fewer of them than its window wants (ATP's regime): the
+    # comm-heavy job with 8 aggregators instead of 64.
+    "slot-budget": Scenario("comm-heavy with a slot budget: worker 3 is 3x slower, the "
+                            "gradient padded with 32,000 zeros, and the job has 8 aggregators "
+                            "(64 elsewhere)", stragglers="3x@3", pad_gradient=32000, slots=8),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
 
@@ -101,7 +109,7 @@ def run(args, scenario: Scenario, method: str, log_dir: Path):
         "--speed-classes", scenario.speed_classes,
         "--transient-prob", str(scenario.transient_prob),
         "--pad-gradient", str(scenario.pad_gradient), "--no-progress"],
-        inband_fanin=True, output=log_dir / "torchrun.log", timeout=args.run_timeout)
+        slots=scenario.slots, inband_fanin=True, output=log_dir / "torchrun.log", timeout=args.run_timeout)
     return load_run(method, log_dir)
 
 

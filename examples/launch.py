@@ -55,17 +55,17 @@ def pick(text: str, known=METHODS) -> list[str]:
 
 
 def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], *,
-                 inband_fanin: bool = False, output: Path | None = None,
+                 slots: int = 64, inband_fanin: bool = False, output: Path | None = None,
                  timeout: float | None = None) -> None:
     """Train with ``workers`` processes; rank logs go to ``log_dir``. ``comm`` is 'gloo' or
-    'switch'; ``train_args`` are examples/train.py's other options. torchrun's output goes to
-    the console, or to the file ``output``."""
+    'switch' (a job of ``slots`` aggregators); ``train_args`` are examples/train.py's other
+    options. torchrun's output goes to the console, or to the file ``output``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     args = ["--comm", comm, "--log-dir", str(log_dir), *train_args]
     if comm == "gloo":
         _torchrun(workers, args, output, timeout)
         return
-    spec = local_job(1, workers, slots=64, inband_fanin=inband_fanin)
+    spec = local_job(1, workers, slots=slots, inband_fanin=inband_fanin)
     with LocalCluster([spec], log_dir / "switch") as cluster:
         (log_dir / "job.toml").write_text(spec.to_toml())
         ports = log_dir / "udp_ports.json"
