@@ -188,8 +188,8 @@ class Transport(HelperRole):
         """Act on every pending chunk whose timer expired; returns the next deadline."""
         if now < rnd.next_due:
             return rnd.next_due
-        while rnd.first_pending < rnd.next_to_send and rnd.done[rnd.first_pending]:
-            rnd.first_pending += 1
+        resolved = rnd.done[rnd.first_pending:rnd.next_to_send]  # skip the leading done chunks
+        rnd.first_pending += len(resolved) if resolved.all() else int(np.argmin(resolved))
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
         due = (rnd.deadline[window] <= now) & ~rnd.done[window]
