@@ -5,7 +5,7 @@ frames are prebuilt in one numpy array) through the switch over a link: at most 
 flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
-drains what has arrived (a batch of frames at a time, results applied with array operations),
+drains what has arrived (a batch of frames at a time, results applied by compiled code),
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
 nothing to do.
 
@@ -398,7 +398,7 @@ class Transport(HelperRole):
                 # The chunk is alive, and the missing workers, who heard this too, send theirs
                 # themselves (they may not have reached it yet): whoever asked this, our next
                 # question waits as long as a chunk may (backed off). A result lost on its way
-                # to us is noticed sooner, from later results (_detect_losses).
+                # to us is noticed sooner, from later results (result_path.flag_losses).
                 rnd.lost[j] = False
                 rnd.backoff[j] += 1
                 rnd.due(j, now + self.rto.backoff(int(rnd.backoff[j])))
