@@ -109,8 +109,8 @@ def flag_losses(run_js, newest_plain, first_pending, next_to_send, slots, base, 
     A chunk a PENDING said was waiting completes when the missing workers send again: later
     chunks may complete first until they have had time to (``wait``, two question timeouts).
     Such a chunk is marked lost and due: now if this worker (``worker``) is the one that asks
-    first about it (chunk id modulo ``workers``, as ``Transport._designated``), ``wait`` s on
-    otherwise.
+    first about it (by chunk id modulo ``workers``, as in ``Transport._send_window``), ``wait``
+    s on otherwise.
 
     And a result for chunk c means chunk c - W (``slots``) was resolved for every worker (each
     sends c + W only after that): if c - W's result has not come, it was lost; it is due now,

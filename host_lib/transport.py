@@ -161,27 +161,35 @@ class Transport(HelperRole):
         """Send chunks in order while the window allows: chunk j needs j - W resolved. A
         chunk already taken over goes to its helper instead; the others go out as one batch."""
         while rnd.next_to_send < rnd.n:
-            # At most W chunks at a time: beyond them, j - W is a chunk of this very pass.
-            js = np.arange(rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots))
-            before = np.maximum(js - self.slots, 0)
-            allowed = (js < self.slots) | rnd.done[before] | (rnd.taken_by[before] >= 0)
-            stop = len(js) if allowed.all() else int(np.argmin(allowed))
+            # At most W chunks at a time: beyond them, j - W is a chunk of this very pass. The
+            # round's first W chunks wait for none; from ``gated`` on, each waits for j - W.
+            lo, hi = rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots)
+            gated = min(hi, max(lo, self.slots))
+            before = slice(gated - self.slots, hi - self.slots) if gated < hi else slice(0, 0)
+            resolved = rnd.done[before] | (rnd.taken_by[before] >= 0)
+            stop = hi - lo if resolved.all() else gated - lo + int(np.argmin(resolved))
             if not stop:
                 return
-            js = js[:stop]
+            js = slice(lo, lo + stop)
             direct = ~rnd.done[js] & (rnd.taken_by[js] < 0)  # done: its result came first
             if direct.all():
-                self._batches.send_batch(rnd.frames[js[0]:js[-1] + 1])
+                self._batches.send_batch(rnd.frames[js])
             else:
-                for j in js[(rnd.taken_by[js] >= 0) & ~rnd.done[js]].tolist():
+                for j in (np.flatnonzero((rnd.taken_by[js] >= 0) & ~rnd.done[js]) + lo).tolist():
                     self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
                 if direct.any():
-                    self._batches.send_batch(rnd.frames[js[direct]])
+                    self._batches.send_batch(rnd.frames[js][direct])
             stats.packets_sent += int(direct.sum())
             rnd.sent_at[js] = now
             # The chunk's designated worker asks first if it times out; the others later,
-            # since the PENDING that answers it reaches them all.
-            rnd.due(js, now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto)
+            # since the PENDING that answers it reaches them all. Chunk c's designated worker
+            # is c modulo n (n workers): this one is designated for every n-th chunk, from
+            # ``first`` on.
+            rnd.due(js, now + 2 * self.rto.rto)
+            workers = self.all_workers.bit_length()
+            first = lo + (self.worker - rnd.base - lo) % workers
+            if first < lo + stop and (rnd.base + first) % workers == self.worker:
+                rnd.due(slice(first, lo + stop, workers), now + self.rto.rto)
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
@@ -325,10 +333,6 @@ class Transport(HelperRole):
             rnd.deadline, rnd.backoff)
         rnd.next_due = min(rnd.next_due, earliest)
         return stop
-
-    def _designated(self, rnd: Round, js: np.ndarray) -> np.ndarray:
-        """Whether this worker is the one that asks first about chunks ``js``."""
-        return (rnd.base + js) % self.all_workers.bit_length() == self.worker
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
