@@ -9,7 +9,9 @@ partials, helper traffic, a second copy of a result, a frame the filter refuses)
 and goes through the transport's Python code, in arrival order.
 
 Header fields are in network byte order (``protocol.codec.FRAME_DTYPE``). The field offsets are
-compile-time constants of the cached kernels.
+compile-time constants of the kernels, and numba's cache is keyed on this file only: after a
+change to the frame layout, touch this file (tests/test_result_path.py decodes with FRAME_DTYPE
+and fails on a stale kernel).
 """
 
 from __future__ import annotations
