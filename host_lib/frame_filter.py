@@ -42,7 +42,7 @@ class FrameFilter:
         self._src_ip = np.frombuffer(switch.ip_raw, np.uint8)
         self._dst_ip = np.frombuffer(local.ip_raw, np.uint8)
         self._src_port, self._dst_port = switch.port, local.port
-        self._template, self._mask = self._expected_bytes(switch, local)
+        self.template, self.mask = self._expected_bytes(switch, local)
 
     def _expected_bytes(self, switch: Endpoint, local: Endpoint) -> tuple[np.ndarray, np.ndarray]:
         """Every byte the rule checks, as (value, mask) over a frame's headers: a frame is
@@ -64,8 +64,8 @@ class FrameFilter:
     def accept(self, frames: np.ndarray, raw: np.ndarray, rejected: Counter) -> np.ndarray:
         """A mask of the frames to act on; the others are counted in ``rejected`` by reason.
         ``frames`` is the batch as FRAME_DTYPE records, ``raw`` the same bytes as rows."""
-        head = raw[:, :len(self._mask)]
-        ok = ((head & self._mask) == self._template).all(1)
+        head = raw[:, :len(self.mask)]
+        ok = ((head & self.mask) == self.template).all(1)
         if ok.all():  # the usual batch: one comparison of every checked byte
             return ok
         checks = (

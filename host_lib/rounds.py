@@ -121,8 +121,10 @@ class Round:
         only pushed later), so the transport can skip its scan of the window until
         ``next_due``."""
         self.deadline[js] = when
-        if np.size(when):
-            self.next_due = min(self.next_due, float(np.min(when)))
+        if not isinstance(when, np.ndarray):
+            self.next_due = min(self.next_due, float(when))
+        elif when.size:
+            self.next_due = min(self.next_due, float(when.min()))
 
     def frame(self, j: int) -> memoryview:
         return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]

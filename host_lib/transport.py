@@ -5,7 +5,7 @@ frames are prebuilt in one numpy array) through the switch over a link: at most 
 flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
-drains what has arrived (a batch of frames at a time, results applied with array operations),
+drains what has arrived (a batch of frames at a time, results applied by compiled code),
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
 nothing to do.
 
@@ -26,6 +26,7 @@ import numpy as np
 
 from host_lib.frame_filter import FrameFilter
 from host_lib.links import as_frame_link
+from host_lib.result_path import flag_losses, take_results
 from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
 from host_lib.takeover import HelperDuty, HelperRole
@@ -49,7 +50,6 @@ _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
 _RX_BATCH = 256  # frames received before they are handled together
-_RESULT_VER_OP = (P.VERSION << 4) | P.Op.RESULT
 
 
 class Transport(HelperRole):
@@ -79,6 +79,9 @@ class Transport(HelperRole):
         self._rx = np.zeros((_RX_BATCH, P.FRAME_LEN + 1), np.uint8)
         self._rx_rows = [memoryview(row) for row in self._rx]
         self._rx_frames = self._rx[:, :P.FRAME_LEN].view(FRAME_DTYPE).reshape(_RX_BATCH)
+        self._run_js = np.zeros(_RX_BATCH, np.int64)  # the chunks of a run of results
+        self._copies = np.zeros(_RX_BATCH, np.int64)  # those of the run that time a question
+        self._one = np.zeros((1, P.FRAME_LEN + 1), np.uint8)  # a result handled on its own
         self._early: dict[int, bytes] = {}
         self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
         self._helpers: dict[int, int] = {}  # chunk -> helper the switch last named
@@ -158,35 +161,43 @@ class Transport(HelperRole):
         """Send chunks in order while the window allows: chunk j needs j - W resolved. A
         chunk already taken over goes to its helper instead; the others go out as one batch."""
         while rnd.next_to_send < rnd.n:
-            # At most W chunks at a time: beyond them, j - W is a chunk of this very pass.
-            js = np.arange(rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots))
-            before = np.maximum(js - self.slots, 0)
-            allowed = (js < self.slots) | rnd.done[before] | (rnd.taken_by[before] >= 0)
-            stop = len(js) if allowed.all() else int(np.argmin(allowed))
+            # At most W chunks at a time: beyond them, j - W is a chunk of this very pass. The
+            # round's first W chunks wait for none; from ``gated`` on, each waits for j - W.
+            lo, hi = rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots)
+            gated = min(hi, max(lo, self.slots))
+            before = slice(gated - self.slots, hi - self.slots) if gated < hi else slice(0, 0)
+            resolved = rnd.done[before] | (rnd.taken_by[before] >= 0)
+            stop = hi - lo if resolved.all() else gated - lo + int(np.argmin(resolved))
             if not stop:
                 return
-            js = js[:stop]
+            js = slice(lo, lo + stop)
             direct = ~rnd.done[js] & (rnd.taken_by[js] < 0)  # done: its result came first
             if direct.all():
-                self._batches.send_batch(rnd.frames[js[0]:js[-1] + 1])
+                self._batches.send_batch(rnd.frames[js])
             else:
-                for j in js[(rnd.taken_by[js] >= 0) & ~rnd.done[js]].tolist():
+                for j in (np.flatnonzero((rnd.taken_by[js] >= 0) & ~rnd.done[js]) + lo).tolist():
                     self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
                 if direct.any():
-                    self._batches.send_batch(rnd.frames[js[direct]])
+                    self._batches.send_batch(rnd.frames[js][direct])
             stats.packets_sent += int(direct.sum())
             rnd.sent_at[js] = now
             # The chunk's designated worker asks first if it times out; the others later,
-            # since the PENDING that answers it reaches them all.
-            rnd.due(js, now + np.where(self._designated(rnd, js), 1, 2) * self.rto.rto)
+            # since the PENDING that answers it reaches them all. Chunk c's designated worker
+            # is c modulo n (n workers): this one is designated for every n-th chunk, from
+            # ``first`` on.
+            rnd.due(js, now + 2 * self.rto.rto)
+            workers = self.all_workers.bit_length()
+            first = lo + (self.worker - rnd.base - lo) % workers
+            if first < lo + stop and (rnd.base + first) % workers == self.worker:
+                rnd.due(slice(first, lo + stop, workers), now + self.rto.rto)
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
         """Act on every pending chunk whose timer expired; returns the next deadline."""
         if now < rnd.next_due:
             return rnd.next_due
-        while rnd.first_pending < rnd.next_to_send and rnd.done[rnd.first_pending]:
-            rnd.first_pending += 1
+        resolved = rnd.done[rnd.first_pending:rnd.next_to_send]  # skip the leading done chunks
+        rnd.first_pending += len(resolved) if resolved.all() else int(np.argmin(resolved))
         lo = rnd.first_pending  # taken-over chunks can wait far behind the window
         window = slice(lo, rnd.next_to_send)
         due = (rnd.deadline[window] <= now) & ~rnd.done[window]
@@ -269,94 +280,59 @@ class Transport(HelperRole):
     def _handle_batch(self, rnd: Round | None, stats: CallStats, received: int,
                       now: float) -> bool:
         """Handle received frames in arrival order. The common case, the first result of a
-        chunk of this round, is applied to whole runs of frames with array operations; every
-        other frame goes through :meth:`_handle` one at a time."""
-        frames = self._rx_frames[:received]
-        accepted = self.filter.accept(frames, self._rx[:received, :P.FRAME_LEN], stats.rejected)
+        chunk of this round, is applied to whole runs of frames by compiled code
+        (:mod:`host_lib.result_path`); every other frame goes through :meth:`_handle` one at a
+        time."""
         if rnd is None:
+            accepted = self.filter.accept(self._rx_frames[:received],
+                                          self._rx[:received, :P.FRAME_LEN], stats.rejected)
             return any([self._handle(None, stats, self._rx_rows[i][:P.FRAME_LEN], now)
                         for i in np.flatnonzero(accepted).tolist()])
-        js = (frames["chunk"].astype(np.int64) - rnd.base) & 0xFFFFFFFF
-        fast = accepted & (frames["ver_op"] == _RESULT_VER_OP) & (js < rnd.n)
-        fast[fast] = ~rnd.done[js[fast]]
-        candidates = np.flatnonzero(fast)
-        if not (np.diff(js[candidates]) > 0).all():  # usual order rules out copies cheaply
-            _, first = np.unique(js[candidates], return_index=True)
-            fast[candidates] = False
-            fast[candidates[first]] = True  # a second copy in the batch is checked one by one
-        heard, start = bool(fast.any()), 0
-        for i in np.flatnonzero(~fast).tolist():
-            self._apply_results(rnd, stats, frames[start:i], js[start:i], now)
-            if accepted[i]:
-                heard |= self._handle(rnd, stats, self._rx_rows[i][:P.FRAME_LEN], now)
-            start = i + 1
-        self._apply_results(rnd, stats, frames[start:], js[start:], now)
-        return heard
+        heard, start, accepted = False, 0, None
+        while True:
+            stop = self._apply_results(rnd, stats, self._rx, start, received, now)
+            heard |= stop > start
+            if stop == received:
+                return heard
+            if accepted is None:  # the filter's verdicts, every refusal counted once
+                accepted = self.filter.accept(self._rx_frames[:received],
+                                              self._rx[:received, :P.FRAME_LEN], stats.rejected)
+            if accepted[stop]:
+                heard |= self._handle(rnd, stats, self._rx_rows[stop][:P.FRAME_LEN], now)
+            start = stop + 1
 
-    def _apply_results(self, rnd: Round, stats: CallStats, frames: np.ndarray, js: np.ndarray,
-                       now: float) -> None:
-        """First results of distinct chunks of ``rnd``: store them, sample the round trip,
-        and ask at once for results that news of later chunks shows were lost."""
-        if not len(js):
-            return
-        # Results mostly come as a run of consecutive chunks: a slice stores them without
-        # the gather and scatter that an index array costs.
-        at = slice(int(js[0]), int(js[-1]) + 1) if (np.diff(js) == 1).all() else js
-        rnd.sums[at] = frames["lanes"]
-        rnd.exps[at], rnd.bitmaps[at], rnd.counts[at] = \
-            frames["exp"], frames["bitmap"], frames["count"]
-        rnd.done[at] = True
-        rnd.completed += len(js)
-        stats.results += len(js)
+    def _apply_results(self, rnd: Round, stats: CallStats, rows: np.ndarray, start: int,
+                       end: int, now: float) -> int:
+        """Store the run of first results of distinct chunks of ``rnd`` that starts at
+        ``rows[start]`` (see :func:`~host_lib.result_path.take_results`), sample the round
+        trip, and ask at once for results that news of later chunks shows were lost
+        (:func:`~host_lib.result_path.flag_losses`); returns the row the run ended before."""
+        stop, clean, clean_sent, n_copies, newest_plain = take_results(
+            rows, start, end, self.filter.template, self.filter.mask, rnd.base, rnd.done,
+            rnd.sums, rnd.exps, rnd.bitmaps, rnd.counts, rnd.sent_at, rnd.retries,
+            rnd.pending_at, rnd.taken_by, self._run_js, self._copies)
+        if stop == start:
+            return stop
+        rnd.completed += stop - start
+        stats.results += stop - start
         # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
         # round trip: these results were all sent within one window.
-        sent_at, retries = rnd.sent_at[at], rnd.retries[at]
-        clean = ((retries == 0) & np.isnan(rnd.pending_at[at]) & (rnd.taken_by[at] < 0)
-                 & ~np.isnan(sent_at))
-        if clean.any():
-            self.rto.sample(now - float(sent_at[clean].mean()))
-        copies = js[(frames["flags"] & P.Flag.COPY != 0) & (retries == 1)]
-        for j in copies.tolist():
+        if clean:
+            self.rto.sample(now - clean_sent / clean)
+        for j in self._copies[:n_copies].tolist():
             self.ask_rto.sample(now - float(rnd.sent_at[j]))
-        self._detect_losses(rnd, js[frames["flags"] & P.Flag.HELPER == 0], now)
-        # A result for chunk c means chunk c - W was resolved for every worker (see _result_due)
-        before = js[js >= self.slots] - self.slots
-        lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
-        rnd.due(lost, np.full(len(lost), now))
-        rnd.backoff[lost] = 0
-
-    def _detect_losses(self, rnd: Round, js: np.ndarray, now: float) -> None:
-        """Results come back in chunk order: every worker sends its contributions in chunk
-        order, and a chunk completes with its last one, so chunk c is complete before any
-        later chunk is (whether that one completed with first sends or with resends, each
-        worker sent c before it). A chunk before one whose result just came (``js``: plain
-        results, not a helper's), still without its own, lost a contribution or its result,
-        as TCP's RACK infers from a later packet's ACK. Chunks taken over complete out of
-        order (the timer covers them). A chunk a PENDING said was waiting completes when the
-        missing workers send again: later chunks may complete first until they have had time
-        to (two question timeouts).
-
-        Only one worker asks at once: every worker sees the same gap when a contribution
-        was lost, and the switch answers one question with a PENDING to all of them. The
-        chunk's designated worker asks now; the others give it two question timeouts (see
-        ``ask_rto``), and ask then if neither the PENDING nor the result has come."""
-        if not len(js):
-            return
-        lo, hi = rnd.first_pending, min(int(js.max()), rnd.next_to_send)
-        if hi <= lo:
-            return
-        wait = 2 * self.ask_rto.rto
-        gap = np.flatnonzero(~rnd.done[lo:hi] & ~rnd.lost[lo:hi] & (rnd.taken_by[lo:hi] < 0)
-                             & ~(rnd.pending_at[lo:hi] > now - wait)) + lo
-        if not len(gap):
-            return
-        rnd.lost[gap] = True
-        rnd.due(gap, np.minimum(rnd.deadline[gap],
-                                np.where(self._designated(rnd, gap), now, now + wait)))
-
-    def _designated(self, rnd: Round, js: np.ndarray) -> np.ndarray:
-        """Whether this worker is the one that asks first about chunks ``js``."""
-        return (rnd.base + js) % self.all_workers.bit_length() == self.worker
+        # Only one worker asks at once about a gap the run reveals: every worker sees the same
+        # gap when a contribution was lost, and the switch answers one question with a PENDING
+        # to all of them. The chunk's designated worker asks now; the others give it two
+        # question timeouts (see ``ask_rto``), and ask then if neither the PENDING nor the
+        # result has come.
+        earliest = flag_losses(
+            self._run_js[:stop - start], newest_plain, rnd.first_pending, rnd.next_to_send,
+            self.slots, rnd.base, self.all_workers.bit_length(), self.worker, now,
+            2 * self.ask_rto.rto, rnd.done, rnd.lost, rnd.taken_by, rnd.pending_at,
+            rnd.deadline, rnd.backoff)
+        rnd.next_due = min(rnd.next_due, earliest)
+        return stop
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
@@ -426,7 +402,7 @@ class Transport(HelperRole):
                 # The chunk is alive, and the missing workers, who heard this too, send theirs
                 # themselves (they may not have reached it yet): whoever asked this, our next
                 # question waits as long as a chunk may (backed off). A result lost on its way
-                # to us is noticed sooner, from later results (_detect_losses).
+                # to us is noticed sooner, from later results (result_path.flag_losses).
                 rnd.lost[j] = False
                 rnd.backoff[j] += 1
                 rnd.due(j, now + self.rto.backoff(int(rnd.backoff[j])))
@@ -484,7 +460,8 @@ class Transport(HelperRole):
     def _result(self, rnd: Round, stats: CallStats, j: int, frame: memoryview, bitmap: int,
                 exp: int, now: float) -> None:
         if not rnd.done[j]:
-            self._apply_results(rnd, stats, np.frombuffer(frame, FRAME_DTYPE), np.array([j]), now)
+            self._one[0, :P.FRAME_LEN] = np.frombuffer(frame, np.uint8)
+            self._apply_results(rnd, stats, self._one, 0, 1, now)
             return
         stats.duplicate_results += 1
         if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp

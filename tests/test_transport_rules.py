@@ -139,3 +139,44 @@ def test_rto_follows_rfc6298_and_clips_peer_waits():
     rto.sample(5.0)  # a result that waited on a slow peer counts as at most 2 x srtt
     assert rto.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 0.2)
     assert rto.backoff(3) == pytest.approx(min(10.0, rto.rto * 8))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_send_window_follows_the_per_chunk_rule(seed):
+    """One pass of the window against the rule written chunk by chunk: chunk j goes once j - W
+    is resolved (done or taken over; the first W need nothing), in order, stopping at the first
+    that may not; one taken over goes to its helper, one done already is not sent; each sent
+    chunk's timer is one RTO for the worker designated for it (chunk id modulo n), two for the
+    others."""
+    rng = np.random.default_rng(seed)
+    n, slots, n_workers = int(rng.integers(1, 40)), int(rng.integers(1, 9)), int(rng.integers(1, 5))
+    worker, base = int(rng.integers(0, n_workers)), int(rng.choice([0, 5, 1000]))
+    transport = make_transport(ScriptedLink(lambda h: []), slots=slots, n_workers=n_workers)
+    transport.worker = worker
+    transport.rto.sample(0.04)
+    rnd = make_round(n, base)
+    rnd.next_to_send = int(rng.integers(0, n))
+    rnd.done[:] = rng.random(n) < 0.7
+    rnd.taken_by[:] = np.where(rng.random(n) < 0.1, (worker + 1) % 4, -1)
+    rnd.deadline[:], rnd.next_due = 9.0, 9.0
+    expected_deadline, expected_sent, expected_helped = rnd.deadline.copy(), [], []
+    j = rnd.next_to_send
+    while j < n and (j < slots or rnd.done[j - slots] or rnd.taken_by[j - slots] >= 0):
+        if rnd.taken_by[j] >= 0 and not rnd.done[j]:
+            expected_helped.append(base + j)
+        elif not rnd.done[j]:
+            expected_sent.append(base + j)
+        designated = (base + j) % n_workers == worker
+        expected_deadline[j] = 1.0 + (1 if designated else 2) * transport.rto.rto
+        j += 1
+    expected_next = j
+
+    stats = CallStats()
+    transport._send_window(rnd, stats, 1.0)
+    sent = [Header.unpack(f, 42) for f in transport.link.sent]
+    assert [h.chunk for h in sent if h.op == P.Op.DATA] == expected_sent
+    assert [h.chunk for h in sent if h.op == P.Op.HELPER_DATA] == expected_helped
+    assert rnd.next_to_send == expected_next
+    np.testing.assert_array_equal(rnd.deadline, expected_deadline)
+    assert rnd.next_due == min(9.0, expected_deadline.min())
+    assert stats.packets_sent == len(expected_sent) + len(expected_helped)
