@@ -199,38 +199,54 @@ class Trainer:
 
     def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Compute micro-batches, own and stolen, as they are claimed, their gradients
-        accumulating outside DDP; then a backward pass through DDP over no samples runs the
-        comm hook on the sum. A stolen micro-batch costs this worker its own per-sample time;
+        accumulating outside DDP. The next micro-batch is claimed before this one is computed,
+        so the last one is known as such: it goes through DDP, whose backward pass runs the
+        comm hook on the sum, as a synchronous step's does (with no micro-batch at all, a pass
+        over no samples does). A stolen micro-batch costs this worker its own per-sample time;
         the step's fixed cost (the profile's) is paid once."""
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
         factor = self.schedule.factor(self.rank, it)
         target, samples, loss, done = 0.0, 0, 0.0, []
-        for mb in self.driver.micro_batches(it, plan):
+        claims = self.driver.micro_batches(it, plan)
+        mb, last = next(claims, None), None
+        while mb is not None:
+            following = next(claims, None)
             started = time.perf_counter()
-            loss += self.backward(self.net, mb.samples)
+            if following is None:   # the last: forward through DDP, backward after the compute
+                last = self.loss(self.ddp, mb.samples)
+            else:
+                loss += self.backward(self.net, mb.samples)
             target += factor * (time.perf_counter() - started if self.profile is None else
                                 self.profile.a * len(mb.samples) + (0.0 if done else
                                                                     self.profile.c))
             pad_to(target, t0)
             samples += len(mb.samples)
             done.append((mb.owner, mb.index))
+            mb = following
+        if last is None:
+            last = self.loss(self.ddp, mine[:0])
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
         comm_started = time.perf_counter()
-        loss += self.backward(self.ddp, mine[:0])  # the comm hook runs here
+        last.backward()  # the comm hook runs here
+        loss += float(last.detach())
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, samples, loss / max(1, samples), round_plan.contribute,
                           comm_started, done)
 
+    def loss(self, model: torch.nn.Module, samples: np.ndarray) -> torch.Tensor:
+        """The summed loss over ``samples`` (its backward pass still to run)."""
+        return torch.nn.functional.cross_entropy(model(self.xtr[samples]), self.ytr[samples],
+                                                 reduction="sum")
+
     def backward(self, model: torch.nn.Module, samples: np.ndarray) -> float:
         """Add the gradient of the summed loss over ``samples`` to the parameters' gradients;
         the loss."""
-        loss = torch.nn.functional.cross_entropy(model(self.xtr[samples]), self.ytr[samples],
-                                                 reduction="sum")
+        loss = self.loss(model, samples)
         loss.backward()
         return float(loss.detach())
 
