@@ -46,7 +46,7 @@ def replay(scenario: str, method: str, fitted: testbed.Fitted = testbed.FITTED,
     slowdowns stay the harness's)."""
     spec = testbed.spec(scenario, method, fitted, train=train)
     spec.stragglers = replace(spec.stragglers, seed=seed)
-    return simulate([spec], testbed.network(), testbed.switch())[0]
+    return simulate([spec], testbed.network(), testbed.switch(scenario))[0]
 
 
 def time_to_accuracy(result: JobResult, target: float = TARGET_ACCURACY) -> float | None:

@@ -30,6 +30,7 @@ import simpy
 
 from host_lib.policies.base import IterationPlan, StepHistory
 from host_lib.policies.registry import make_policy
+from host_lib.work_stealing import micro_batches
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.gradients import DigitsTraining, SignFlips
@@ -158,17 +159,23 @@ class Job:
                      starts + busy, outcome, grads, np.zeros(self.n))
 
     def _stealing(self, it: int, plan: IterationPlan, starts: np.ndarray):
-        """Micro-batches, own and stolen, then every bucket at once (the trainer's last
-        backward pass over no samples). Each worker's slowness this iteration is its step
+        """Micro-batches, own and stolen; the last one a worker computes goes through DDP, so
+        its buckets are released as that micro-batch's backprop proceeds (the earlier ones'
+        gradients only add to them). Each worker's slowness this iteration is its step
         slowdown and noise (contention taken at the step's start)."""
         slowness, delay = self.spec.stragglers.durations(it, starts, np.ones(self.n))
         profile, spec = self.spec.workload.profile, self.spec
-        ends, samples, _ = stealing_schedule(plan.shares, spec.micro_batches, profile.c, profile.a,
-                                             slowness, starts, spec.costs.claim_s)
+        ends, samples, done = stealing_schedule(plan.shares, spec.micro_batches, profile.c,
+                                                profile.a, slowness, starts, spec.costs.claim_s)
         computed = ends + delay  # as in _synchronous: the extra delay ends the step
         sends = np.array([plan.contributes(w) for w in range(self.n)])
         call = self.spec.costs.call(plan)
-        ready = np.where(sends, computed + call, np.nan)[:, None] * np.ones(len(self.frac))
+        last = np.array([slowness[w] * (profile.a * _last_size(plan.shares, spec.micro_batches,
+                                                                 done[w])
+                                        + (profile.c if len(done[w]) == 1 else 0.0))
+                         for w in range(self.n)])
+        ready = np.where(sends[:, None],
+                         computed[:, None] - last[:, None] * (1 - self.frac) + call, np.nan)
         # Every sample is summed once, whoever computed it: the sum is the shares' sum.
         grads = ({w: self.training.gradient(it, plan.shares, w) for w in np.flatnonzero(sends)}
                  if self.training else {})
@@ -249,3 +256,11 @@ class Job:
         if self.training and (it % self.spec.eval_every == self.spec.eval_every - 1
                               or it == self.spec.iterations - 1):
             r.accuracy.append((r.ends[-1] - r.start, self.training.accuracy()))
+
+
+def _last_size(shares, pieces: int, done: list[tuple[int, int]]) -> int:
+    """The samples of the last micro-batch a worker computed (0 if none)."""
+    if not done:
+        return 0
+    owner, index = done[-1]
+    return len(micro_batches(np.arange(shares[owner]), pieces)[index])
