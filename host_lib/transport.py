@@ -188,7 +188,7 @@ class Transport(HelperRole):
             rnd.due(js, now + 2 * self.rto.rto)
             workers = self.all_workers.bit_length()
             first = lo + (self.worker - rnd.base - lo) % workers
-            if first < lo + stop and (rnd.base + first) % workers == self.worker:
+            if first < lo + stop:
                 rnd.due(slice(first, lo + stop, workers), now + self.rto.rto)
             rnd.next_to_send += stop
 

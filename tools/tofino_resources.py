@@ -103,9 +103,14 @@ def summary(compiled: Path = COMPILED) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _block(text: str) -> tuple[int, int]:
+    """Where the summary lies in docs/tofino.md's text, markers excluded."""
+    return text.index(BEGIN) + len(BEGIN), text.index(END)
+
+
 def docs_block(text: str) -> str:
     """The summary as docs/tofino.md carries it now."""
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    start, end = _block(text)
     return text[start:end].strip("\n") + "\n"
 
 
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(table)
         return 0
     text = DOC.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    start, end = _block(text)
     DOC.write_text(text[:start] + "\n" + table + text[end:])
     return 0
 
