@@ -108,32 +108,29 @@ class HelperRole:
         if self.worker not in plan.helpers:
             return np.inf
         after = max(2 * self.rto.rto, plan.takeover_after)
-        window = np.arange(max(0, rnd.next_to_send - self.slots), rnd.next_to_send)
-        waiting = window[~rnd.done[window] & (rnd.taken_by[window] < 0)]
-        if not len(waiting):
-            return np.inf
+        lo = max(0, rnd.next_to_send - self.slots)
+        window = slice(lo, rnd.next_to_send)
+        waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)) + lo
+        # The chunk's helper acts first. The next one in duty order steps in later, should the
+        # first be slow, or be a straggler itself; the switch then names the second. Computed
+        # for the whole window at once: this runs on every pass of the round loop.
+        turn = (plan.helpers.index(self.worker) - (rnd.base + waiting)) % len(plan.helpers)
+        waiting, turn = waiting[turn <= 1], turn[turn <= 1]
+        asked = rnd.asked_takeover[waiting]
+        due = np.where(np.isnan(asked), rnd.sent_at[waiting] + after * (1 + 2 * turn),
+                       asked + self.rto.rto)
+        ready = due <= now
+        next_look = float(due[~ready].min()) if not ready.all() else np.inf
+        ready = waiting[ready]
         straggler_bits = sum(1 << s for s in plan.stragglers)
-        me = plan.helpers.index(self.worker)
-        next_look = np.inf
-        for j in waiting:
-            chunk = rnd.base + int(j)
-            # The chunk's helper acts first. The next one in duty order steps in later, should
-            # the first be slow, or be a straggler itself; the switch then names the second.
-            turn = (me - chunk) % len(plan.helpers)
-            if turn > 1:
-                continue
-            asked = rnd.asked_takeover[j]
-            due = (rnd.sent_at[j] + after * (1 + 2 * turn)) if np.isnan(asked) \
-                else asked + self.rto.rto
-            if due > now:
-                next_look = min(next_look, due)
-                continue
-            if straggler_bits and int(rnd.missing[j]) & ~straggler_bits:
-                continue  # a leading worker is missing: loss, not a straggler; let it retry
-            self._send_control(P.Op.TAKEOVER, chunk)
+        if straggler_bits:  # a leading worker is missing: loss, not a straggler; let it retry
+            ready = ready[(rnd.missing[ready] & np.uint32(~straggler_bits & 0xFFFFFFFF)) == 0]
+        for j in ready.tolist():
+            self._send_control(P.Op.TAKEOVER, rnd.base + j)
             rnd.asked_takeover[j] = now
             stats.takeovers += 1
             stats.packets_sent += 1
+        if len(ready):
             next_look = min(next_look, now + self.rto.rto)
         return next_look
 

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from host_lib.rounds import CallStats, ProtocolError, Round, SwitchSilent
+from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.rto import RtoEstimator
 from host_lib.transport import Transport
 from protocol import constants as P
@@ -180,3 +180,59 @@ def test_the_send_window_follows_the_per_chunk_rule(seed):
     np.testing.assert_array_equal(rnd.deadline, expected_deadline)
     assert rnd.next_due == min(9.0, expected_deadline.min())
     assert stats.packets_sent == len(expected_sent) + len(expected_helped)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
+    """One helper's takeover pass against the rule written chunk by chunk: among the last W
+    chunks sent, each pending one not taken over whose helper in duty order is this worker
+    (turn 0) or the next one (turn 1) is asked for once it waited ``after`` (the larger of
+    two RTOs and the plan's) times 1 + 2·turn since it was sent, or one RTO since it was last
+    asked, unless a worker that is not a straggler is missing; the pass returns the earliest
+    time it has to look again."""
+    rng = np.random.default_rng(seed)
+    n, slots = int(rng.integers(1, 60)), int(rng.integers(1, 20))
+    helpers = tuple(int(w) for w in rng.permutation(4)[:int(rng.integers(1, 5))])
+    stragglers = frozenset(int(w) for w in range(4) if w not in helpers and rng.random() < 0.7)
+    base = int(rng.choice([0, 7, 1001]))
+    transport = make_transport(ScriptedLink(lambda h: []), slots=slots, n_workers=4)
+    transport.worker = helpers[int(rng.integers(0, len(helpers)))]
+    transport.rto.sample(0.01)
+    plan = RoundPlan(helpers=helpers, stragglers=stragglers,
+                     takeover_after=float(rng.choice([0.0, 0.05])))
+    rnd = make_round(n, base)
+    rnd.plan = plan
+    rnd.next_to_send = int(rng.integers(0, n + 1))
+    now = 1.0
+    rnd.sent_at[:rnd.next_to_send] = now - rng.random(rnd.next_to_send) * 0.2
+    rnd.done[:] = rng.random(n) < 0.4
+    rnd.taken_by[:] = np.where(rng.random(n) < 0.1, helpers[0], -1)
+    rnd.asked_takeover[:] = np.where(rng.random(n) < 0.2, now - rng.random(n) * 0.02, np.nan)
+    rnd.missing[:] = rng.integers(0, 16, n)
+
+    after = max(2 * transport.rto.rto, plan.takeover_after)
+    straggler_bits = sum(1 << s for s in stragglers)
+    expected, expected_look = [], np.inf
+    for j in range(max(0, rnd.next_to_send - slots), rnd.next_to_send):
+        turn = (helpers.index(transport.worker) - (base + j)) % len(helpers)
+        if rnd.done[j] or rnd.taken_by[j] >= 0 or turn > 1:
+            continue
+        asked = rnd.asked_takeover[j]
+        due = rnd.sent_at[j] + after * (1 + 2 * turn) if np.isnan(asked) \
+            else asked + transport.rto.rto
+        if due > now:
+            expected_look = min(expected_look, due)
+        elif not (straggler_bits and int(rnd.missing[j]) & ~straggler_bits):
+            expected.append(base + j)
+    if expected:
+        expected_look = min(expected_look, now + transport.rto.rto)
+
+    stats = CallStats()
+    look = transport._take_over(rnd, stats, now)
+    asked = [Header.unpack(f, 42) for f in transport.link.sent]
+    assert all(h.op == P.Op.TAKEOVER for h in asked)
+    assert [h.chunk for h in asked] == expected
+    assert stats.takeovers == len(expected)
+    assert look == pytest.approx(expected_look)
+    for chunk in expected:
+        assert rnd.asked_takeover[chunk - base] == now
