@@ -168,7 +168,9 @@ class Trainer:
         if self.switch:
             calls = self.state.drain_stats()
             record.update(fallback=sum(1 for c in calls if c.fallback),
+                          packets=sum(c.packets_sent for c in calls),
                           retransmissions=sum(c.retransmissions for c in calls),
+                          takeovers=sum(c.takeovers for c in calls),
                           taken=sum(c.taken for c in calls),
                           helped=sum(c.helper_results for c in calls))
         return record

@@ -105,6 +105,7 @@ class Round:
         self.included = np.zeros(self.n, bool)  # the switch's sum holds our contribution
         self.attempt = np.zeros(self.n, np.int32)  # which peer we ask for a lost result
         self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
+        self.takeover_look = -np.inf  # no chunk's takeover is due before this (helpers)
         self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
         self.lost = np.zeros(self.n, bool)  # a later chunk's result came first: ask again
         self.pending_at = np.full(self.n, np.nan)  # when a PENDING last said it waits on peers

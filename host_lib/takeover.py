@@ -103,26 +103,34 @@ class HelperRole:
 
     def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
         """As a helper, ask the switch for the slots of chunks that have waited long enough
-        and miss only stragglers; returns when to look again."""
+        and miss only stragglers; returns when to look again: the earliest time a chunk of the
+        window, or one sent from now on, may be due.
+
+        This runs on every pass of the round loop, which with a small window means hundreds of
+        passes a call on a machine whose cores the switch and the other workers share, so a
+        pass before that time costs one comparison: chunks sent later are due ``after`` from
+        when they are sent at the earliest."""
         plan = rnd.plan
         if self.worker not in plan.helpers:
             return np.inf
+        if now < rnd.takeover_look:
+            return rnd.takeover_look
         after = max(2 * self.rto.rto, plan.takeover_after)
         lo = max(0, rnd.next_to_send - self.slots)
         window = slice(lo, rnd.next_to_send)
         waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)) + lo
         # The chunk's helper acts first. The next one in duty order steps in later, should the
-        # first be slow, or be a straggler itself; the switch then names the second. Computed
-        # for the whole window at once: this runs on every pass of the round loop.
+        # first be slow, or be a straggler itself; the switch then names the second.
         turn = (plan.helpers.index(self.worker) - (rnd.base + waiting)) % len(plan.helpers)
         waiting, turn = waiting[turn <= 1], turn[turn <= 1]
         asked = rnd.asked_takeover[waiting]
         due = np.where(np.isnan(asked), rnd.sent_at[waiting] + after * (1 + 2 * turn),
                        asked + self.rto.rto)
         ready = due <= now
-        next_look = float(due[~ready].min()) if not ready.all() else np.inf
+        look = min(float(due[~ready].min()) if not ready.all() else np.inf, now + after)
         ready = waiting[ready]
         straggler_bits = sum(1 << s for s in plan.stragglers)
+        due_now = len(ready)
         if straggler_bits:  # a leading worker is missing: loss, not a straggler; let it retry
             ready = ready[(rnd.missing[ready] & np.uint32(~straggler_bits & 0xFFFFFFFF)) == 0]
         for j in ready.tolist():
@@ -131,8 +139,10 @@ class HelperRole:
             stats.takeovers += 1
             stats.packets_sent += 1
         if len(ready):
-            next_look = min(next_look, now + self.rto.rto)
-        return next_look
+            look = min(look, now + self.rto.rto)
+        # Chunks left waiting on a leading worker are looked at again on the next pass.
+        rnd.takeover_look = look if len(ready) == due_now else -np.inf
+        return look
 
     def _to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
         """Our contribution to a taken-over chunk, straight to its helper (a worker that sits

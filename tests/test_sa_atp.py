@@ -3,6 +3,7 @@ exact sums under loss and with a lossy or slow helper, and compute help that lea
 global-batch gradient unchanged."""
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from examples import digits
 from host_lib.policies.base import StepHistory
-from host_lib.policies.detection import StragglerDetector
+from host_lib.policies.detection import StragglerDetector, _nanmedian
 from host_lib.policies.sa_atp import SaAtp
 from host_lib.rounds import RoundPlan
 from host_lib.sampling import split
@@ -209,3 +210,16 @@ def test_an_undetected_straggler_among_the_helpers(tmp_path):
     designated helper is the straggler itself are taken by the next helper."""
     stats = run_takeover(tmp_path, helpers=(0, 1, 2, 3), stragglers=())
     assert sum(s.takeovers for w in (0, 1, 2) for s in stats[w]) > 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_detectors_median_ignores_nan_as_numpys_does(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        x = rng.standard_normal((int(rng.integers(1, 9)), int(rng.integers(1, 6))))
+        x[rng.random(x.shape) < 0.3] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns on all-NaN columns
+            for axis in (0, 1):
+                np.testing.assert_array_equal(_nanmedian(x, axis), np.nanmedian(x, axis=axis))
+            np.testing.assert_array_equal(_nanmedian(x.ravel()), np.nanmedian(x))

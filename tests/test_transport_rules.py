@@ -189,7 +189,8 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     (turn 0) or the next one (turn 1) is asked for once it waited ``after`` (the larger of
     two RTOs and the plan's) times 1 + 2·turn since it was sent, or one RTO since it was last
     asked, unless a worker that is not a straggler is missing; the pass returns the earliest
-    time it has to look again."""
+    time it has to look again (a chunk sent from now on is due ``after`` from now at the
+    earliest), and a second pass before then sends nothing."""
     rng = np.random.default_rng(seed)
     n, slots = int(rng.integers(1, 60)), int(rng.integers(1, 20))
     helpers = tuple(int(w) for w in rng.permutation(4)[:int(rng.integers(1, 5))])
@@ -224,6 +225,7 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
             expected_look = min(expected_look, due)
         elif not (straggler_bits and int(rnd.missing[j]) & ~straggler_bits):
             expected.append(base + j)
+    expected_look = min(expected_look, now + after)
     if expected:
         expected_look = min(expected_look, now + transport.rto.rto)
 
@@ -236,3 +238,5 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     assert look == pytest.approx(expected_look)
     for chunk in expected:
         assert rnd.asked_takeover[chunk - base] == now
+    assert transport._take_over(rnd, stats, now) == pytest.approx(expected_look)
+    assert len(transport.link.sent) == len(expected)

@@ -53,8 +53,8 @@ class StragglerDetector:
         if not len(times):
             return Detection(np.ones(n), frozenset(), frozenset(), 0.0, self.floor)
         log_slow = np.log(_per_sample(times, samples))
-        log_slow -= np.nanmedian(log_slow, axis=1, keepdims=True)
-        jitter = _MAD_TO_SIGMA * float(np.nanmedian(np.abs(_around_own_level(log_slow))))
+        log_slow -= _nanmedian(log_slow, axis=1)[:, None]
+        jitter = _MAD_TO_SIGMA * float(_nanmedian(np.abs(_around_own_level(log_slow)).ravel()))
         threshold = max(self.floor, self.k * jitter)
         flags = np.nan_to_num(log_slow, nan=0.0) > threshold
         latest = frozenset(int(w) for w in np.nonzero(flags[-1])[0])
@@ -72,7 +72,15 @@ def _per_sample(times: np.ndarray, samples: np.ndarray) -> np.ndarray:
 
 def _around_own_level(log_slow: np.ndarray) -> np.ndarray:
     """Each worker's log-slowness minus its median over the window (NaN stays NaN)."""
-    finite = np.isfinite(log_slow)
-    level = [np.median(col[ok]) if ok.any() else 0.0
-             for col, ok in zip(log_slow.T, finite.T, strict=True)]
-    return log_slow - np.asarray(level)
+    return log_slow - np.nan_to_num(_nanmedian(log_slow, axis=0), nan=0.0)
+
+
+def _nanmedian(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    """The median along ``axis`` of the values that are not NaN (NaN where there are none).
+    numpy's nanmedian takes ~0.1 ms on arrays this small, and every worker assesses the
+    history at the start of every iteration."""
+    s = np.sort(x, axis=axis)  # NaN sorts last
+    k = np.isfinite(s).sum(axis=axis, keepdims=True)
+    lo = np.take_along_axis(s, np.maximum(k - 1, 0) // 2, axis=axis)
+    hi = np.take_along_axis(s, k // 2 - (k == 0), axis=axis)
+    return np.squeeze(np.where(k > 0, (lo + hi) / 2, np.nan), axis=axis)
