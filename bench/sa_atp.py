@@ -12,6 +12,10 @@ fixed per-step cost counts as work. Communication: what plain in-network aggrega
 each iteration after its slowest worker's compute ends (median over the run), measured in the
 same run.
 
+In the multi-job scenario a second job trains beside the measured one on the same switch; its
+iteration mean beside each method is recorded too (takeover would pay there if the straggler's
+held aggregators cost the neighbour anything).
+
 Goals (issue 18): at static 3x, SA-ATP <= 0.5x plain and <= 1.05x the bound; without a
 straggler, work stealing costs <= 3 % (SA-ATP vs SA-ATP without stealing); takeover alone
 >= 20 % faster than plain in some scenario.
@@ -28,7 +32,7 @@ from examples import harness, results
 from examples.stragglers import SlowdownSchedule, StepTimeProfile
 from examples.train import PROFILES
 
-SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy")
+SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy", "multi-job")
 METHODS = ("switch", "sa-atp-takeover", "sa-atp-resplit", "sa-atp")
 WORKERS = 4
 GLOBAL_BATCH = 256
@@ -73,6 +77,11 @@ def run(iterations: int = 100) -> dict:
                 print(f"    {name} / {method}", flush=True)
                 runs[method] = harness.run(args, scenario, method, Path(tmp) / name / method)
             stats = {m: results.summary(r, TARGET) for m, r in runs.items()}
+            if scenario.neighbour:
+                for m in METHODS:
+                    beside = results.load_run("neighbour", Path(tmp) / name / m / "neighbour")
+                    stats[m]["neighbour_iter_mean_ms"] = results.summary(
+                        beside, TARGET)["iter_mean_ms"]
             plain = stats["switch"]["iter_mean_ms"]
             row = {"methods": stats,
                    "vs_plain": {m: round(s["iter_mean_ms"] / plain, 3) for m, s in stats.items()},
@@ -107,6 +116,9 @@ def summary(result: dict) -> list[str]:
                       f"comm {r['bound_comm_ms']:.1f}); sa-atp = {r['sa_atp_vs_bound']:.2f}x "
                       "the bound")
         lines.append(extra)
+        if "neighbour_iter_mean_ms" in r["methods"]["switch"]:
+            lines.append("     the neighbour job's iteration mean beside each: " + ", ".join(
+                f"{m} {s['neighbour_iter_mean_ms']:.1f} ms" for m, s in r["methods"].items()))
         accs = ", ".join(f"{m} {s['final_accuracy']:.3f} / "
                          f"{'-' if s['time_to_target_s'] is None else s['time_to_target_s']} s"
                          for m, s in r["methods"].items())

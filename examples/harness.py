@@ -42,6 +42,10 @@ class Scenario:
     speed_classes: str = ""
     pad_gradient: int = 0  # zero gradient elements communicated with the MLP's 2410
     slots: int = 64  # the job's aggregators on the switch, which bound each worker's window
+    # A second job on the same switch at the same time, with as many workers and aggregators,
+    # no straggler and plain in-network aggregation: whether one job's straggler, or the
+    # method that handles it, costs another job anything.
+    neighbour: bool = False
 
 
 SCENARIOS = {
@@ -66,6 +70,13 @@ SCENARIOS = {
     "slot-budget": Scenario("comm-heavy with a slot budget: worker 3 is 3x slower, the "
                             "gradient padded with 32,000 zeros, and the job has 8 aggregators "
                             "(64 elsewhere)", stragglers="3x@3", pad_gradient=32000, slots=8),
+    # The slot-budget job beside a second one (ATP's multi-job setting). Each job's aggregators
+    # are its own range on the switch (docs/protocol.md §4), so the straggler's held slots can
+    # cost the neighbour only what the two share: the switch's pipeline and the machine's cores.
+    "multi-job": Scenario("the slot-budget job (worker 3 3x slower, gradient padded with 32,000 "
+                          "zeros, 8 aggregators) beside a second job of 4 workers with its own 8 "
+                          "aggregators, no straggler, plain in-network aggregation",
+                          stragglers="3x@3", pad_gradient=32000, slots=8, neighbour=True),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
 
@@ -90,6 +101,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="where the CSV, the summary and the plots go")
     p.add_argument("--logs", type=Path, default=ROOT / "runs" / "harness" / "logs")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds per run")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: rebuild the CSV, the summary and the plots from the "
+                        "runs' logs in --logs (after re-running some of them, say)")
     args = p.parse_args(argv)
     args.scenarios = pick(args.scenarios or ",".join(QUICK_SCENARIOS if args.quick
                                                       else SCENARIOS), SCENARIOS)
@@ -101,15 +115,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run(args, scenario: Scenario, method: str, log_dir: Path):
     comm, policy = METHODS[method].comm, METHODS[method].policy
+    common = ["--iterations", str(args.iterations), "--seed", str(args.seed),
+              "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
+              "--profile", args.profile, "--pad-gradient", str(scenario.pad_gradient),
+              "--no-progress"]
     # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
     run_training(log_dir, args.workers, comm, [
-        "--policy", policy, "--iterations", str(args.iterations), "--seed", str(args.seed),
-        "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
-        "--profile", args.profile, "--stragglers", scenario.stragglers,
+        "--policy", policy, "--stragglers", scenario.stragglers,
         "--speed-classes", scenario.speed_classes,
-        "--transient-prob", str(scenario.transient_prob),
-        "--pad-gradient", str(scenario.pad_gradient), "--no-progress"],
-        slots=scenario.slots, inband_fanin=True, output=log_dir / "torchrun.log", timeout=args.run_timeout)
+        "--transient-prob", str(scenario.transient_prob), *common],
+        slots=scenario.slots, inband_fanin=True, output=log_dir / "torchrun.log",
+        timeout=args.run_timeout,
+        neighbour_args=["--policy", "synchronous", *common] if scenario.neighbour else None)
     return load_run(method, log_dir)
 
 
@@ -124,14 +141,21 @@ def main(argv=None) -> None:
     for i, (name, method) in enumerate(matrix):
         scenario = SCENARIOS[name]
         t0 = time.time()
+        log_dir = args.logs / name / method
         try:
-            result = run(args, scenario, method, args.logs / name / method)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            result = (load_run(method, log_dir) if args.report_only
+                      else run(args, scenario, method, log_dir))
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError
+                ) as exc:
             print(f"[{i + 1}/{len(matrix)}] {name} / {method}: FAILED ({exc}); see "
-                  f"{args.logs / name / method / 'torchrun.log'}", flush=True)
+                  f"{log_dir / 'torchrun.log'}", flush=True)
             continue
         runs.setdefault(name, []).append(result)
+        neighbour = (summary(load_run("neighbour", log_dir / "neighbour"),
+                             args.target_accuracy)["iter_mean_ms"] if scenario.neighbour
+                     else None)
         row = {"scenario": name, "method": method, **summary(result, args.target_accuracy),
+               "neighbour_iter_mean_ms": neighbour,
                "scenario_description": scenario.description}
         rows.append(row)
         done = time.time() - started

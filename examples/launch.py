@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,33 +57,70 @@ def pick(text: str, known=METHODS) -> list[str]:
 
 def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], *,
                  slots: int = 64, inband_fanin: bool = False, output: Path | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, neighbour_args: list[str] | None = None
+                 ) -> None:
     """Train with ``workers`` processes; rank logs go to ``log_dir``. ``comm`` is 'gloo' or
     'switch' (a job of ``slots`` aggregators); ``train_args`` are examples/train.py's other
-    options. torchrun's output goes to the console, or to the file ``output``."""
+    options. torchrun's output goes to the console, or to the file ``output``.
+
+    With ``neighbour_args``, a second job of as many workers and its own ``slots``
+    aggregators trains through the embedded switch at the same time (the first job's switch,
+    or one of its own beside a gloo job) with those options; its logs and torchrun's output
+    go to ``log_dir/neighbour``."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    args = ["--comm", comm, "--log-dir", str(log_dir), *train_args]
-    if comm == "gloo":
-        _torchrun(workers, args, output, timeout)
+    # (job spec or None for gloo, log directory, train.py's options, torchrun's output)
+    runs = [(None if comm == "gloo" else local_job(1, workers, slots=slots,
+                                                   inband_fanin=inband_fanin),
+             log_dir, ["--comm", comm, "--log-dir", str(log_dir), *train_args], output)]
+    if neighbour_args is not None:
+        other = log_dir / "neighbour"
+        other.mkdir(exist_ok=True)
+        runs.append((local_job(2, workers, first_port=workers + 1, slots=slots,
+                               inband_fanin=inband_fanin), other,
+                     ["--comm", "switch", "--log-dir", str(other), *neighbour_args],
+                     other / "torchrun.log"))
+    specs = [spec for spec, *_ in runs if spec is not None]
+    if not specs:
+        _wait([_torchrun(workers, runs[0][2], output)], timeout)
         return
-    spec = local_job(1, workers, slots=slots, inband_fanin=inband_fanin)
-    with LocalCluster([spec], log_dir / "switch") as cluster:
-        (log_dir / "job.toml").write_text(spec.to_toml())
+    with LocalCluster(specs, log_dir / "switch") as cluster:
         ports = log_dir / "udp_ports.json"
         ports.write_text(json.dumps({str(p): list(a)
                                      for p, a in cluster.switch.udp_ports.items()}))
-        _torchrun(workers, args + ["--job-spec", str(log_dir / "job.toml"),
-                                   "--udp-ports", str(ports)], output, timeout)
+        procs = []
+        for spec, where, job_args, out in runs:
+            if spec is not None:
+                (where / "job.toml").write_text(spec.to_toml())
+                job_args = job_args + ["--job-spec", str(where / "job.toml"),
+                                       "--udp-ports", str(ports)]
+            procs.append(_torchrun(workers, job_args, out))
+        _wait(procs, timeout)
 
 
-def _torchrun(workers: int, args: list[str], output: Path | None,
-              timeout: float | None) -> None:
+def _torchrun(workers: int, args: list[str], output: Path | None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={workers}", "-m", "examples.train", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     if output is None:
-        subprocess.run(cmd, check=True, cwd=ROOT, env=env, timeout=timeout)
-        return
+        return subprocess.Popen(cmd, cwd=ROOT, env=env)
     with open(output, "w") as out:
-        subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=out,
-                       stderr=subprocess.STDOUT, timeout=timeout)
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait(procs: list[subprocess.Popen], timeout: float | None) -> None:
+    """Wait for every run; if one fails or the time is up, stop the others and raise."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        for proc in procs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if proc.wait(timeout=left):
+                raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -58,6 +59,19 @@ def test_tables_mark_each_scenarios_best_and_runs_that_never_got_there():
     tables = scenario_tables(rows, 0.95)
     assert "| gloo | **40.0** | 40.0 | 40.0 | 1.00x | 4.0 | 0.960 |" in tables
     assert "| dpar | **50.0** | 50.0 | 50.0 | 0.45x | **5.0** | 0.960 |" in tables
+    assert "neighbour" not in tables
+
+
+def test_a_scenario_with_a_neighbour_job_shows_its_iteration_time():
+    rows = [row("none", "gloo", 40.0, 4.0),
+            row("multi-job", "gloo", 110.0, None) | {"neighbour_iter_mean_ms": 60.0},
+            row("multi-job", "sa-atp", 55.0, 5.0) | {"neighbour_iter_mean_ms": 61.25}]
+    tables = scenario_tables(rows, 0.95)
+    none, multi = tables.split("### multi-job")
+    assert "neighbour" not in none
+    assert "| final accuracy | neighbour job's iteration mean |" in multi
+    assert "| gloo | 110.0 | 110.0 | 110.0 | 1.00x | not reached | 0.960 | 60.0 |" in multi
+    assert "| sa-atp | **55.0** | 55.0 | 55.0 | 0.50x | **5.0** | 0.960 | 61.2 |" in multi
 
 
 @pytest.mark.slow
@@ -83,3 +97,13 @@ def test_the_harness_runs_a_matrix_and_writes_csv_summary_and_plots(tmp_path):
     assert "### static-3x: worker 3 is 3x slower throughout" in text
     for png in ("iteration_times.png", "time_to_accuracy.png"):
         assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # --report-only rebuilds the same CSV and summary from the logs, training nothing; a run
+    # whose logs are gone is reported as failed and left out
+    shutil.rmtree(tmp_path / "logs" / "none" / "boa")
+    harness.main(["--scenarios", "none,static-3x", "--methods", "switch,boa", "--iterations",
+                  "12", "--target-accuracy", "0.3", "--report-only",
+                  "--out", str(tmp_path / "again"), "--logs", str(tmp_path / "logs")])
+    with open(tmp_path / "again" / "results.csv") as f:
+        assert list(csv.DictReader(f)) == [r for r in rows if (r["scenario"], r["method"])
+                                           != ("none", "boa")]

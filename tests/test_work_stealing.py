@@ -157,6 +157,29 @@ def test_training_with_work_stealing_matches_the_single_process_reference(
     assert max_difference(missing_one, reference) > 20 * max(error, 1e-7)
 
 
+def test_two_jobs_on_one_switch_each_train_their_own_reference(tmp_path):
+    """The harness's multi-job scenario: an SA-ATP job with a 3x straggler and a neighbour job
+    (plain synchronous, another seed) train through one embedded switch at the same time, each
+    with its own aggregators; each ends with the weights of its own single-process reference,
+    so neither job's contributions ever entered the other's sums."""
+    batch, iterations, lr = 64, 6, 0.1
+    common = ["--iterations", str(iterations), "--global-batch", str(batch), "--lr", str(lr),
+              "--profile", "resnet50", "--eval-every", "1000", "--no-progress"]
+    run_training(tmp_path, 4, "switch", [
+        "--policy", "sa-atp", "--stragglers", "3x@3", "--seed", "0",
+        "--save-model", str(tmp_path / "model.pt"), *common], slots=8,
+        output=tmp_path / "torchrun.log", timeout=300, neighbour_args=[
+            "--policy", "synchronous", "--seed", "1",
+            "--save-model", str(tmp_path / "neighbour" / "model.pt"), *common])
+    for path, seed in ((tmp_path, 0), (tmp_path / "neighbour", 1)):
+        assert len((path / "rank0.jsonl").read_text().splitlines()) == iterations
+        trained = torch.load(path / "model.pt")
+        assert max_difference(trained, reference_training(seed, batch, iterations, lr)) < 1e-5
+    # the references differ, so the comparison can tell the jobs apart
+    assert max_difference(reference_training(0, batch, iterations, lr),
+                          reference_training(1, batch, iterations, lr)) > 1e-2
+
+
 def reference_training_without_one_sample(batch: int, iterations: int, lr: float) -> dict:
     """The reference with the last sample of every global batch left out of the sum (still
     divided by the batch): what a lost micro-batch tail would train."""
