@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from examples.launch import METHODS, pick, run_training
+from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import (
     load_run,
     overview_table,
@@ -137,6 +137,8 @@ def main(argv=None) -> None:
           f"{args.workers} workers, {args.iterations} iterations each, compute emulated as "
           f"{args.profile} on an H100", flush=True)
     started = time.time()
+    if not args.report_only:
+        compile_kernels(args.workers)
     rows, runs = [], {}
     for i, (name, method) in enumerate(matrix):
         scenario = SCENARIOS[name]

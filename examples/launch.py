@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,18 @@ def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], 
                                        "--udp-ports", str(ports)]
             procs.append(_torchrun(workers, job_args, out))
         _wait(procs, timeout)
+
+
+def compile_kernels(workers: int) -> None:
+    """Train two iterations through the switch and throw them away, so that the host
+    library's compiled kernels (numba, cached on disk beside their sources) exist before the
+    runs that are timed: in a fresh checkout the first run through the switch would otherwise
+    spend ~3 s of its first iteration compiling them, all of it counted in its time to
+    accuracy."""
+    with tempfile.TemporaryDirectory(prefix="sa-atp-compile-") as tmp:
+        run_training(Path(tmp), workers, "switch", [
+            "--policy", "sa-atp", "--iterations", "2", "--eval-every", "1000",
+            "--no-progress"], output=Path(tmp) / "torchrun.log", timeout=600)
 
 
 def _torchrun(workers: int, args: list[str], output: Path | None) -> subprocess.Popen:

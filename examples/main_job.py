@@ -12,7 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
-from examples.launch import METHODS, pick, run_training
+from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import Run, load_run, plot_iteration_times, table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +59,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     methods = pick(args.methods)
     started = time.time()
+    compile_kernels(args.workers)
     runs = [run_method(args, m) for m in methods]
     print(f"\n{args.workers} workers, worker {args.workers - 1} {args.straggler:g}x slower, "
           f"{args.iterations} iterations, compute emulated as {args.profile or 'real'}")

@@ -42,11 +42,14 @@ def testbed_rows() -> dict[tuple[str, str], dict]:
 
 def replay(scenario: str, method: str, fitted: testbed.Fitted = testbed.FITTED,
            train: bool = True, seed: int = testbed.SEED) -> JobResult:
-    """One harness run in the simulator; ``seed`` draws the timing noise (the scenario's
-    slowdowns stay the harness's)."""
+    """One harness run in the simulator, beside its neighbour job where the scenario has one
+    (sharing the switch's pipeline); ``seed`` draws the timing noise (the scenario's slowdowns
+    stay the harness's)."""
     spec = testbed.spec(scenario, method, fitted, train=train)
     spec.stragglers = replace(spec.stragglers, seed=seed)
-    return simulate([spec], testbed.network(), testbed.switch(scenario))[0]
+    other = testbed.neighbour(scenario, fitted)
+    jobs = [spec] if other is None else [spec, other]
+    return simulate(jobs, testbed.network(), testbed.switch(scenario))[0]
 
 
 def time_to_accuracy(result: JobResult, target: float = TARGET_ACCURACY) -> float | None:

@@ -15,10 +15,10 @@ then predictions.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from examples.harness import SCENARIOS
+from examples.harness import SCENARIOS, Scenario
 from examples.launch import METHODS
 from examples.stragglers import SlowdownSchedule
 from host_lib.rto import RtoEstimator
@@ -91,12 +91,29 @@ def workload(padding: int = 0) -> Workload:
 
 def spec(scenario: str, method: str, fitted: Fitted = FITTED,
          iterations: int = ITERATIONS, train: bool = True) -> JobSpec:
-    s, m = SCENARIOS[scenario], METHODS[method]
+    return _spec(SCENARIOS[scenario], method, fitted, iterations, train, SEED)
+
+
+def neighbour(scenario: str, fitted: Fitted = FITTED, iterations: int = ITERATIONS
+              ) -> JobSpec | None:
+    """The second job of a scenario that has one (``Scenario.neighbour``): as many workers
+    and aggregators and the same gradient, no straggler, plain in-network aggregation, its own
+    seed (its accuracy is not replayed); None for the other scenarios."""
+    s = SCENARIOS[scenario]
+    if not s.neighbour:
+        return None
+    alone = replace(s, stragglers="", speed_classes="", transient_prob=0.0, neighbour=False)
+    return _spec(alone, "switch", fitted, iterations, False, SEED + 1)
+
+
+def _spec(s: Scenario, method: str, fitted: Fitted, iterations: int, train: bool,
+          seed: int) -> JobSpec:
+    m = METHODS[method]
     schedule = SlowdownSchedule.parse(s.stragglers, classes=s.speed_classes, n_workers=WORKERS,
-                                      transient_prob=s.transient_prob, seed=SEED)
+                                      transient_prob=s.transient_prob, seed=seed)
     gloo = m.comm == "gloo"
     return JobSpec(workload(s.pad_gradient), WORKERS, m.policy, "ring" if gloo else "switch",
                    Stragglers(schedule, delay_s=fitted.delay_s, delay_shape=DELAY_SHAPE,
-                              seed=SEED), iterations,
+                              seed=seed), iterations,
                    fitted.costs(gloo), GLOBAL_BATCH, train_digits=train, max_blocks=1,
-                   seed=SEED)
+                   seed=seed)
