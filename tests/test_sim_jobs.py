@@ -170,3 +170,21 @@ def test_the_efficiency_fit_recovers_a_known_model():
     got = fit(points)
     assert got.rho == pytest.approx(truth.rho, abs=1e-3)
     assert got.sigma == pytest.approx(truth.sigma, abs=1e-3)
+
+
+def test_the_testbed_replay_runs_a_multi_job_scenario_with_its_neighbour():
+    """sim.testbed.neighbour: only the multi-job scenario has a second job, with the same
+    padded gradient, no straggler and plain aggregation; beside it the measured job's replay
+    is never faster than the same job alone (they share the switch's pipeline)."""
+    from sim import calibration, testbed
+
+    assert testbed.neighbour("slot-budget") is None
+    other = testbed.neighbour("multi-job")
+    alone = testbed.spec("slot-budget", "switch", train=False)
+    assert other.workload.params == alone.workload.params
+    assert other.policy == "synchronous" and other.comm == "switch"
+    assert all(other.stragglers.schedule.factor(w, i) == 1.0
+               for w in range(testbed.WORKERS) for i in range(50))
+    beside = calibration.replay("multi-job", "switch", train=False).iter_s[1:].mean()
+    by_itself = calibration.replay("slot-budget", "switch", train=False).iter_s[1:].mean()
+    assert beside >= by_itself - 1e-9
