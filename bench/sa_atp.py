@@ -99,9 +99,8 @@ def run(iterations: int = 100) -> dict:
             stats = {m: results.summary(r, TARGET) for m, r in runs.items()}
             if scenario.neighbour:
                 for m in METHODS:
-                    beside = results.load_run("neighbour", Path(tmp) / name / m / "neighbour")
-                    stats[m]["neighbour_iter_mean_ms"] = results.summary(
-                        beside, TARGET)["iter_mean_ms"]
+                    stats[m]["neighbour_iter_mean_ms"] = harness.neighbour_iter_mean_ms(
+                        Path(tmp) / name / m)
             plain = stats["switch"]["iter_mean_ms"]
             row = {"methods": stats,
                    "vs_plain": {m: round(s["iter_mean_ms"] / plain, 3) for m, s in stats.items()},

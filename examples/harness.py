@@ -130,6 +130,11 @@ def run(args, scenario: Scenario, method: str, log_dir: Path):
     return load_run(method, log_dir)
 
 
+def neighbour_iter_mean_ms(log_dir: Path) -> float:
+    """The neighbour job's mean iteration time in a run of a scenario that has one."""
+    return summary(load_run("neighbour", log_dir / "neighbour"), 0.0)["iter_mean_ms"]
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     matrix = [(s, m) for s in args.scenarios for m in args.methods]
@@ -153,11 +158,9 @@ def main(argv=None) -> None:
                   f"{log_dir / 'torchrun.log'}", flush=True)
             continue
         runs.setdefault(name, []).append(result)
-        neighbour = (summary(load_run("neighbour", log_dir / "neighbour"),
-                             args.target_accuracy)["iter_mean_ms"] if scenario.neighbour
-                     else None)
         row = {"scenario": name, "method": method, **summary(result, args.target_accuracy),
-               "neighbour_iter_mean_ms": neighbour,
+               "neighbour_iter_mean_ms": (neighbour_iter_mean_ms(log_dir) if scenario.neighbour
+                                          else None),
                "scenario_description": scenario.description}
         rows.append(row)
         done = time.time() - started

@@ -180,7 +180,7 @@ def scenario_tables(rows: list[dict], target: float) -> str:
         mine = [r for r in rows if r["scenario"] == scenario]
         best_iter = min(r["iter_mean_ms"] for r in mine)
         best_tta = _best_time_to_target(mine)
-        # A scenario with a second job on the switch: that job's iteration time beside each
+        # A scenario with a second job on the switch gets a column: that job's iteration mean
         neighbour = any(r.get("neighbour_iter_mean_ms") is not None for r in mine)
         out += [f"### {scenario}: {mine[0]['scenario_description']}", "",
                 f"| method | iteration mean | p50 | p99 | vs {mine[0]['method']} | "

@@ -107,3 +107,12 @@ def test_the_harness_runs_a_matrix_and_writes_csv_summary_and_plots(tmp_path):
     with open(tmp_path / "again" / "results.csv") as f:
         assert list(csv.DictReader(f)) == [r for r in rows if (r["scenario"], r["method"])
                                            != ("none", "boa")]
+
+
+def test_the_neighbour_jobs_iteration_mean_comes_from_its_own_logs(tmp_path):
+    from examples import harness
+
+    # the neighbour's iterations end at 0.1, 0.3, 0.6 s: the mean without the first is 250 ms
+    write_logs(tmp_path / "neighbour", [[100.1], [100.3], [100.6]], [[0.05]] * 3)
+    write_logs(tmp_path, [[100.1], [100.2], [100.3]], [[0.05]] * 3)  # the measured job's
+    assert harness.neighbour_iter_mean_ms(tmp_path) == pytest.approx(250.0)
