@@ -2,8 +2,9 @@
 
 A CUDA bucket is quantized on its GPU (:mod:`host_lib.quantize_torch`, bit-identical to the host
 quantizer), and its lanes and block exponents are copied into pinned host memory on a side stream;
-the communicator's I/O thread waits for that copy only when it reaches the bucket. So DDP's hook
-returns at once, and the copy of bucket k+1 runs while bucket k is on the network. The host never
+the communicator's I/O thread waits for that copy only when it reaches the bucket. Nothing here
+waits for the GPU, so DDP's hook returns at once, even while the backward pass's kernels are still
+queued, and the copy of bucket k+1 runs while bucket k is on the network. The host never
 touches the float32 gradient, except to re-quantize the few blocks a repair needs, and for the
 gloo fallback. On a CPU tensor the same steps run in place (no stream, no pinning), which is how
 they are tested without a GPU.
@@ -17,6 +18,15 @@ import torch
 from host_lib import quantize_torch
 from host_lib.quantize import num_blocks, qbits
 from protocol.constants import LANES
+
+
+def _on_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``values`` as int32 on ``device``, without waiting for the work queued there: a copy
+    from pageable memory would hold the hook until the backward pass's kernels before it ran."""
+    host = torch.from_numpy(values.astype(np.int32))
+    if device.type != "cuda":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 class StagedBucket:
@@ -67,8 +77,7 @@ class DeviceStaging:
         """Start quantizing ``tensor`` (float32) with ``scales`` (one per block) and copying
         the result to the host; returns at once for a CUDA tensor."""
         flat = tensor.detach().reshape(-1)
-        lanes, exps = quantize_torch.quantize(
-            flat, torch.from_numpy(scales.astype(np.int32)).to(flat.device), self.bits)
+        lanes, exps = quantize_torch.quantize(flat, _on_device(scales, flat.device), self.bits)
         host = self._host.get(key)
         if host is None or host[0].shape != lanes.shape:
             pin = flat.is_cuda

@@ -45,5 +45,5 @@ def quantize(x: torch.Tensor, scales: torch.Tensor, qbits: int) -> tuple[torch.T
     lim = float(2**qbits)
     v = ((blocks * lift[:, None]) * f[:, None]).clamp_(-lim, lim)
     lanes = torch.round(v).to(torch.int32)
-    lanes[exps == EXP_NONFINITE] = 0
+    lanes.masked_fill_((exps == EXP_NONFINITE)[:, None], 0)  # no host sync, unlike a mask index
     return lanes, exps
