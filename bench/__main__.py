@@ -12,7 +12,7 @@ import platform
 import time
 from pathlib import Path
 
-SECTIONS = ["quantizer", "codec", "softswitch", "transport", "loss", "sa_atp"]
+SECTIONS = ["quantizer", "codec", "softswitch", "transport", "loss", "sa_atp", "gpu"]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
