@@ -5,10 +5,14 @@ gradients, and compute emulated from the H100 step-time profile with a per-worke
     python -m examples.harness                     # the full matrix (make harness)
     python -m examples.harness --quick             # two scenarios, fewer iterations
     python -m examples.harness --scenarios static-3x --methods switch,dpar,boa
+    python -m examples.harness --repeat 3          # each cell with seeds 0, 1, 2; medians
 
-Writes ``results.csv`` (one row per scenario and method), ``summary.md`` (a table per
-scenario), ``iteration_times.png`` and ``time_to_accuracy.png`` into ``--out``, and the runs'
-logs into ``--logs``.
+Writes ``results.csv`` (one row per scenario, method and seed), ``summary.md`` (a table per
+scenario; with ``--repeat``, the median of the seeds' runs and the range of their times to
+accuracy), ``iteration_times.png`` (the first seed's runs) and ``time_to_accuracy.png`` into
+``--out``, and the runs' logs into ``--logs`` (``<scenario>/<method>``, with ``--repeat``
+``<scenario>/<method>/seed<N>``). One seed decides close calls by run-to-run noise: repeat
+to compare methods a few percent apart.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import (
     load_run,
+    median_rows,
     overview_table,
     plot_iteration_grid,
     plot_time_to_accuracy,
@@ -97,6 +102,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--target-accuracy", type=float, help="default 0.95, quick 0.90")
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each cell this many times, with seeds --seed, --seed + 1, ...; "
+                        "the tables and the bar plot give medians")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "harness",
                    help="where the CSV, the summary and the plots go")
     p.add_argument("--logs", type=Path, default=ROOT / "runs" / "harness" / "logs")
@@ -110,63 +118,74 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.methods = pick(args.methods)
     args.iterations = args.iterations or (60 if args.quick else 200)
     args.target_accuracy = args.target_accuracy or (0.90 if args.quick else 0.95)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
+    args.seeds = [args.seed + k for k in range(args.repeat)]
     return args
 
 
-def run(args, scenario: Scenario, method: str, log_dir: Path):
+def log_dir(args, scenario: str, method: str, seed: int) -> Path:
+    """Where a run's logs go (see the module doc)."""
+    cell = args.logs / scenario / method
+    return cell / f"seed{seed}" if args.repeat > 1 else cell
+
+
+def run(args, scenario: Scenario, method: str, logs: Path, seed: int):
     comm, policy = METHODS[method].comm, METHODS[method].policy
-    common = ["--iterations", str(args.iterations), "--seed", str(args.seed),
+    common = ["--iterations", str(args.iterations), "--seed", str(seed),
               "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
               "--profile", args.profile, "--pad-gradient", str(scenario.pad_gradient),
               "--no-progress"]
     # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
-    run_training(log_dir, args.workers, comm, [
+    run_training(logs, args.workers, comm, [
         "--policy", policy, "--stragglers", scenario.stragglers,
         "--speed-classes", scenario.speed_classes,
         "--transient-prob", str(scenario.transient_prob), *common],
-        slots=scenario.slots, inband_fanin=True, output=log_dir / "torchrun.log",
+        slots=scenario.slots, inband_fanin=True, output=logs / "torchrun.log",
         timeout=args.run_timeout,
         neighbour_args=["--policy", "synchronous", *common] if scenario.neighbour else None)
-    return load_run(method, log_dir)
+    return load_run(method, logs)
 
 
-def neighbour_iter_mean_ms(log_dir: Path) -> float:
+def neighbour_iter_mean_ms(logs: Path) -> float:
     """The neighbour job's mean iteration time in a run of a scenario that has one."""
-    return summary(load_run("neighbour", log_dir / "neighbour"), 0.0)["iter_mean_ms"]
+    return summary(load_run("neighbour", logs / "neighbour"), 0.0)["iter_mean_ms"]
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    matrix = [(s, m) for s in args.scenarios for m in args.methods]
-    print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods, "
-          f"{args.workers} workers, {args.iterations} iterations each, compute emulated as "
+    matrix = [(s, m, seed) for s in args.scenarios for m in args.methods for seed in args.seeds]
+    print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods"
+          f"{f' x {args.repeat} seeds' if args.repeat > 1 else ''}, {args.workers} workers, {args.iterations} iterations each, compute emulated as "
           f"{args.profile} on an H100", flush=True)
     started = time.time()
     if not args.report_only:
         compile_kernels(args.workers)
     rows, runs = [], {}
-    for i, (name, method) in enumerate(matrix):
+    for i, (name, method, seed) in enumerate(matrix):
         scenario = SCENARIOS[name]
         t0 = time.time()
-        log_dir = args.logs / name / method
+        logs = log_dir(args, name, method, seed)
         try:
-            result = (load_run(method, log_dir) if args.report_only
-                      else run(args, scenario, method, log_dir))
+            result = (load_run(method, logs) if args.report_only
+                      else run(args, scenario, method, logs, seed))
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError
                 ) as exc:
-            print(f"[{i + 1}/{len(matrix)}] {name} / {method}: FAILED ({exc}); see "
-                  f"{log_dir / 'torchrun.log'}", flush=True)
+            print(f"[{i + 1}/{len(matrix)}] {name} / {method} / seed {seed}: FAILED ({exc}); "
+                  f"see {logs / 'torchrun.log'}", flush=True)
             continue
-        runs.setdefault(name, []).append(result)
-        row = {"scenario": name, "method": method, **summary(result, args.target_accuracy),
-               "neighbour_iter_mean_ms": (neighbour_iter_mean_ms(log_dir) if scenario.neighbour
+        if seed == args.seeds[0]:
+            runs.setdefault(name, []).append(result)
+        row = {"scenario": name, "method": method, "seed": seed,
+               **summary(result, args.target_accuracy),
+               "neighbour_iter_mean_ms": (neighbour_iter_mean_ms(logs) if scenario.neighbour
                                           else None),
                "scenario_description": scenario.description}
         rows.append(row)
         done = time.time() - started
         eta = done / (i + 1) * (len(matrix) - i - 1)
         tta = row["time_to_target_s"]
-        print(f"[{i + 1}/{len(matrix)}] {name} / {method}: iteration {row['iter_mean_ms']:.1f} "
+        print(f"[{i + 1}/{len(matrix)}] {name} / {method} / seed {seed}: iteration {row['iter_mean_ms']:.1f} "
               f"ms (p99 {row['iter_p99_ms']:.1f}), {args.target_accuracy:.0%} "
               f"{'not reached' if tta is None else f'after {tta:.1f} s'}, final accuracy "
               f"{row['final_accuracy']:.3f} ({time.time() - t0:.0f} s; ETA {eta / 60:.1f} min)",
@@ -175,9 +194,10 @@ def main(argv=None) -> None:
         sys.exit("every run failed")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = write_csv(rows, args.out / "results.csv")
-    tables = write_summary(rows, args)
+    cells = median_rows(rows) if args.repeat > 1 else rows
+    tables = write_summary(cells, args)
     grid = plot_iteration_grid(runs, args.out / "iteration_times.png")
-    bars = plot_time_to_accuracy(rows, args.out / "time_to_accuracy.png", args.target_accuracy)
+    bars = plot_time_to_accuracy(cells, args.out / "time_to_accuracy.png", args.target_accuracy)
     print("\n" + tables)
     print(f"wrote {csv_path}, {args.out / 'summary.md'}, {grid}, {bars} "
           f"({(time.time() - started) / 60:.1f} min)")
@@ -185,10 +205,13 @@ def main(argv=None) -> None:
 
 def write_summary(rows: list[dict], args) -> str:
     """summary.md in ``args.out``: the overview of every scenario and method, then a table per
-    scenario (returned, for the console)."""
+    scenario (returned, for the console); ``rows`` one per cell (medians, with --repeat)."""
+    seeds = (f"seed {args.seed}" if args.repeat == 1 else
+             f"seeds {args.seeds[0]}-{args.seeds[-1]}: each number the median of {args.repeat} "
+             "runs, times to accuracy with their range")
     header = (f"{args.workers} workers, global batch {args.global_batch}, {args.iterations} "
-              f"iterations per run, compute emulated as {args.profile} on an H100 (seed "
-              f"{args.seed}). Iteration times in ms; time to {args.target_accuracy:.0%} test "
+              f"iterations per run, compute emulated as {args.profile} on an H100 ({seeds}). "
+              f"Iteration times in ms; time to {args.target_accuracy:.0%} test "
               "accuracy on the job's wall clock; bold: the best of the scenario.\n")
     tables = scenario_tables(rows, args.target_accuracy)
     overview = overview_table(rows, args.target_accuracy)

@@ -131,6 +131,35 @@ def write_csv(rows: list[dict], path: Path) -> Path:
     return path
 
 
+_MEDIAN_FIELDS = ("iter_mean_ms", "iter_p50_ms", "iter_p99_ms", "final_accuracy", "total_s",
+                  "neighbour_iter_mean_ms")
+
+
+def median_rows(rows: list[dict]) -> list[dict]:
+    """One row per (scenario, method), in order of appearance, from runs repeated with several
+    seeds: the median of each number. In the time to the target, a run that never got there
+    counts as longer than any that did (so the median is None when half or more never did);
+    ``tta_min_s``/``tta_max_s`` span the runs that got there, ``not_reached`` counts the rest."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["scenario"], r["method"]), []).append(r)
+    out = []
+    for group in groups.values():
+        row = dict(group[0])
+        row.pop("seed", None)
+        for field in _MEDIAN_FIELDS:
+            values = [r[field] for r in group if r.get(field) is not None]
+            row[field] = round(float(np.median(values)), 4) if values else None
+        reached = [r["time_to_target_s"] for r in group if r["time_to_target_s"] is not None]
+        tta = float(np.median(reached + [np.inf] * (len(group) - len(reached))))
+        row["time_to_target_s"] = round(tta, 2) if np.isfinite(tta) else None
+        row["fallback_calls"] = sum(r.get("fallback_calls", 0) for r in group)
+        row.update(seeds=len(group), tta_min_s=min(reached, default=None),
+                   tta_max_s=max(reached, default=None), not_reached=len(group) - len(reached))
+        out.append(row)
+    return out
+
+
 def _best_time_to_target(rows: list[dict]) -> float | None:
     return min((r["time_to_target_s"] for r in rows if r["time_to_target_s"] is not None),
                default=None)
@@ -139,9 +168,14 @@ def _best_time_to_target(rows: list[dict]) -> float | None:
 def _time_to_target_text(row: dict, best: float | None) -> str:
     """The row's time to the target (s), in bold when it is ``best``."""
     tta = row["time_to_target_s"]
-    if tta is None:
-        return "not reached"
-    return f"**{tta:.1f}**" if tta == best else f"{tta:.1f}"
+    text = "not reached" if tta is None else f"**{tta:.1f}**" if tta == best else f"{tta:.1f}"
+    if row.get("seeds", 1) > 1:  # a median of repeated runs: their range
+        spread = ([f"{row['tta_min_s']:.1f}–{row['tta_max_s']:.1f}"]
+                  if row["tta_min_s"] is not None else [])
+        if row["not_reached"]:
+            spread.append(f"{row['not_reached']} of {row['seeds']} not reached")
+        text += f" ({', '.join(spread)})"
+    return text
 
 
 def pivot_table(rows: list[dict], column: str, corner: str, cell, heading=str) -> str:

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from examples.results import load_run, overview_table, scenario_tables, summary
+from examples.results import load_run, median_rows, overview_table, scenario_tables, summary
 
 
 def write_logs(path, ends, compute, accuracy_at=None):
@@ -72,6 +72,52 @@ def test_a_scenario_with_a_neighbour_job_shows_its_iteration_time():
     assert "| final accuracy | neighbour job's iteration mean |" in multi
     assert "| gloo | 110.0 | 110.0 | 110.0 | 1.00x | not reached | 0.960 | 60.0 |" in multi
     assert "| sa-atp | **55.0** | 55.0 | 55.0 | 0.50x | **5.0** | 0.960 | 61.2 |" in multi
+
+
+def test_repeated_runs_give_medians_and_the_range_of_their_times_to_accuracy():
+    runs = [row("static-3x", "boa", ms, tta) | {"seed": seed}
+            for seed, (ms, tta) in enumerate([(50.0, 5.0), (54.0, 5.6), (51.0, None)])]
+    runs += [row("static-3x", "sa-atp", ms, tta) | {"seed": seed}
+             for seed, (ms, tta) in enumerate([(49.0, 5.1), (52.0, 4.8), (50.0, 5.3)])]
+    runs += [row("static-3x", "switch", ms, tta) | {"seed": seed}
+             for seed, (ms, tta) in enumerate([(110.0, None), (111.0, 9.0), (112.0, None)])]
+    boa, sa_atp, switch = median_rows(runs)
+    assert (boa["method"], boa["seeds"], boa["iter_mean_ms"]) == ("boa", 3, 51.0)
+    # a run that never got there counts as the longest: the median of 5.0, 5.6 and never
+    assert boa["time_to_target_s"] == 5.6 and boa["not_reached"] == 1
+    assert (boa["tta_min_s"], boa["tta_max_s"]) == (5.0, 5.6)
+    assert sa_atp["time_to_target_s"] == 5.1 and sa_atp["iter_mean_ms"] == 50.0
+    assert switch["time_to_target_s"] is None and switch["iter_mean_ms"] == 111.0
+    assert "seed" not in boa
+    tables = scenario_tables([boa, sa_atp, switch], 0.95)
+    assert "| boa | 51.0 | 51.0 | 51.0 | 1.00x | 5.6 (5.0–5.6, 1 of 3 not reached) | 0.960 |" \
+        in tables
+    assert "| sa-atp | **50.0** | 50.0 | 50.0 | 0.98x | **5.1** (4.8–5.3) | 0.960 |" in tables
+    assert "| switch | 111.0 | 111.0 | 111.0 | 2.18x | not reached (9.0–9.0, 2 of 3 not " \
+        "reached) | 0.960 |" in tables
+
+
+def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
+    from examples import harness
+
+    # static-3x, switch and boa, seeds 5 and 6: iterations of 0.1 s, accuracy 0.96 reached at
+    # iteration 2, 3 or 4 (0.3, 0.4 or 0.5 s)
+    for method, reached in (("switch", (3, 4)), ("boa", (2, 2))):
+        for seed, at in zip((5, 6), reached, strict=True):
+            ends = [[100.0 + 0.1 * (i + 1)] * 2 for i in range(5)]
+            write_logs(tmp_path / "logs" / "static-3x" / method / f"seed{seed}", ends,
+                       [[0.05, 0.1]] * 5, accuracy_at={at: 0.96, 4: 0.97})
+    harness.main(["--scenarios", "static-3x", "--methods", "switch,boa", "--seed", "5",
+                  "--repeat", "2", "--report-only", "--out", str(tmp_path / "out"),
+                  "--logs", str(tmp_path / "logs")])
+    with open(tmp_path / "out" / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["method"], r["seed"], r["time_to_target_s"]) for r in rows] == [
+        ("switch", "5", "0.4"), ("switch", "6", "0.5"), ("boa", "5", "0.3"), ("boa", "6", "0.3")]
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "seeds 5-6: each number the median of 2 runs" in text
+    assert "| switch | **100.0** | 100.0 | 100.0 | 1.00x | 0.5 (0.4–0.5) | 0.970 |" in text
+    assert "| boa | **100.0** | 100.0 | 100.0 | 1.00x | **0.3** (0.3–0.3) | 0.970 |" in text
 
 
 @pytest.mark.slow
