@@ -188,10 +188,10 @@ class BlockQuantizer:
             raise ValueError(f"{sums.shape[0]} blocks cannot hold {length} values")
         if out is None:
             out = np.empty(length, np.float32)
-        divisors = np.broadcast_to(np.asarray(divisor, np.float64), (sums.shape[0],))
+        # always a fresh writable array: one argument type, so one compiled specialization
+        divisors = np.full(sums.shape[0], divisor, np.float64)
         args = (sums, np.ascontiguousarray(scales, np.uint16),
-                np.ascontiguousarray(exps, np.uint16), self.qbits,
-                np.ascontiguousarray(divisors), out)
+                np.ascontiguousarray(exps, np.uint16), self.qbits, divisors, out)
         if self._parallel(sums.shape[0]):
             _dequantize_parallel(*args, self.threads)
         else:

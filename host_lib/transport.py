@@ -326,13 +326,26 @@ class Transport(HelperRole):
         # to all of them. The chunk's designated worker asks now; the others give it two
         # question timeouts (see ``ask_rto``), and ask then if neither the PENDING nor the
         # result has come.
+        self._flag_losses(rnd, stop - start, newest_plain, now)
+        return stop
+
+    def _flag_losses(self, rnd: Round, run_length: int, newest_plain: int, now: float) -> None:
+        """Chunks the run of results just stored shows lost (see
+        :func:`~host_lib.result_path.flag_losses`)."""
         earliest = flag_losses(
-            self._run_js[:stop - start], newest_plain, rnd.first_pending, rnd.next_to_send,
+            self._run_js[:run_length], newest_plain, rnd.first_pending, rnd.next_to_send,
             self.slots, rnd.base, self.all_workers.bit_length(), self.worker, now,
             2 * self.ask_rto.rto, rnd.done, rnd.lost, rnd.taken_by, rnd.pending_at,
             rnd.deadline, rnd.backoff)
         rnd.next_due = min(rnd.next_due, earliest)
-        return stop
+
+    def load_kernels(self) -> None:
+        """Load the compiled result path now (from numba's on-disk cache, or compile it), with
+        the argument types a call uses, so that the first call does not pay for it: an empty
+        run of results in a round of one chunk that is never sent."""
+        rnd = Round(np.zeros((1, P.FRAME_LEN), np.uint8), 0)
+        self._apply_results(rnd, CallStats(), self._rx, 0, 0, 0.0)
+        self._flag_losses(rnd, 0, -1, 0.0)
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:

@@ -242,3 +242,28 @@ def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
         for c in (1, 2):  # gloo's float32 sum of the raw inputs
             np.testing.assert_allclose(got[c], want[c], rtol=1e-6, atol=1e-6)
             np.testing.assert_array_equal(got[c], results[(1, 0)][0][c])
+
+
+def kernels_after_calls(comm, seed):
+    """Per compiled kernel of a call: the specializations loaded when the communicator was
+    built, and those that two calls (without and with weights) added."""
+    from host_lib import quantize, result_path
+
+    kernels = (quantize._quantize, quantize._dequantize, result_path.take_results,
+               result_path.flag_losses)
+    loaded = [list(k.signatures) for k in kernels]
+    for call in range(2):
+        comm.allreduce(inputs(seed, comm.config.worker, call, 3000),
+                       weights=[1.0, 2.0] if call else None)
+    comm.close()
+    return loaded, [[s for s in k.signatures if s not in before]
+                    for k, before in zip(kernels, loaded, strict=True)]
+
+
+def test_the_communicator_loads_the_kernels_its_calls_run(tmp_path):
+    # so that the first call, a job's first training step, does not pay for loading them
+    with LocalCluster([local_job(1, 2, slots=64)], tmp_path) as cluster:
+        results = cluster.run_workers(kernels_after_calls, {1: [3, 3]})
+    for loaded, added in results.values():
+        assert all(loaded)
+        assert not any(added)
