@@ -189,10 +189,18 @@ def test_a_worker_of_an_older_run_fails_clearly(tmp_path):
 def calls_until_told(comm, arg):
     """Float calls, one after another, until ``stop`` is set; every result and whether it
     fell back."""
+    import torch
+    import torch.distributed as dist
+
+    def told() -> bool:  # every worker stops after the same call, whenever it sees ``stop``
+        flag = torch.tensor([int(stop.is_set())])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
     seed, stop, elements = arg
     out = []
     call = 0
-    while not stop.is_set() or call < 4:
+    while call < 4 or not told():
         x = np.random.default_rng((seed, comm.config.worker, call)).standard_normal(
             elements).astype(np.float32)
         out.append((call, comm.allreduce(x, tag="g"), comm.last_stats.fallback is not None))
