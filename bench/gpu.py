@@ -5,9 +5,9 @@ exponents into pinned host memory on a side stream (:mod:`host_lib.device_stagin
 host path the bucket crosses as float32 into pinned memory and the host quantizes it. Measured
 per bucket size: how long each path holds DDP's caller (the hook's return), also when ~10 ms of
 kernels are still queued before it, as the backward pass's are when DDP calls the hook, and how
-long until the host holds the lanes. Then a DDP job of 4 workers sharing the GPU, through the embedded
-switch, with the device path, the host path, gloo's ``allreduce_hook`` on the same CUDA buckets,
-and the same model on CPU, interleaved iteration by iteration.
+long until the host holds the lanes. Then a DDP job of 4 workers sharing the GPU, through the
+embedded switch, with the device path, the host path, gloo's ``allreduce_hook`` on the same CUDA
+buckets, and the same model on CPU, interleaved iteration by iteration.
 
 Needs a CUDA device; elsewhere (CI, the 2-core development machine) the section reports
 ``skipped``. ``python -m bench --only gpu --out bench/results/gpu.json`` runs it alone.
@@ -135,7 +135,7 @@ def _hook_worker(comm, arg):
                 torch.cuda.synchronize()
             times[variant].append(time.perf_counter() - t0)
     comm.close()
-    return times
+    return times, sum(p.numel() for p in model.parameters())
 
 
 def _hook_job(device: str, iterations: int = 12, warmup: int = 2, batch: int = 64) -> dict:
@@ -145,10 +145,9 @@ def _hook_job(device: str, iterations: int = 12, warmup: int = 2, batch: int = 6
         results = cluster.run_workers(_hook_worker,
                                       {1: [(iterations + warmup, batch, device)] * N_WORKERS},
                                       distributed=True, timeout=600)
-    out = {"workers": N_WORKERS, "iterations": iterations, "parameters": 256 * 512 + 512
-           + 512 * 256 + 256 + 256 * 10 + 10}
+    out = {"workers": N_WORKERS, "iterations": iterations, "parameters": results[(1, 0)][1]}
     for variant in HOOK_VARIANTS:
-        slowest = np.max([results[(1, w)][variant] for w in range(N_WORKERS)], axis=0)
+        slowest = np.max([results[(1, w)][0][variant] for w in range(N_WORKERS)], axis=0)
         out[f"{variant}_iteration_s"] = float(np.median(slowest[warmup:]))
     return out
 

@@ -155,9 +155,10 @@ def neighbour_iter_mean_ms(logs: Path) -> float:
 def main(argv=None) -> None:
     args = parse_args(argv)
     matrix = [(s, m, seed) for s in args.scenarios for m in args.methods for seed in args.seeds]
+    seeds = f" x {args.repeat} seeds" if args.repeat > 1 else ""
     print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods"
-          f"{f' x {args.repeat} seeds' if args.repeat > 1 else ''}, {args.workers} workers, {args.iterations} iterations each, compute emulated as "
-          f"{args.profile} on an H100", flush=True)
+          f"{seeds}, {args.workers} workers, {args.iterations} iterations each, compute "
+          f"emulated as {args.profile} on an H100", flush=True)
     started = time.time()
     if not args.report_only:
         compile_kernels(args.workers)
@@ -185,7 +186,8 @@ def main(argv=None) -> None:
         done = time.time() - started
         eta = done / (i + 1) * (len(matrix) - i - 1)
         tta = row["time_to_target_s"]
-        print(f"[{i + 1}/{len(matrix)}] {name} / {method} / seed {seed}: iteration {row['iter_mean_ms']:.1f} "
+        print(f"[{i + 1}/{len(matrix)}] {name} / {method} / seed {seed}: iteration "
+              f"{row['iter_mean_ms']:.1f} "
               f"ms (p99 {row['iter_p99_ms']:.1f}), {args.target_accuracy:.0%} "
               f"{'not reached' if tta is None else f'after {tta:.1f} s'}, final accuracy "
               f"{row['final_accuracy']:.3f} ({time.time() - t0:.0f} s; ETA {eta / 60:.1f} min)",
