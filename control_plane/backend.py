@@ -62,6 +62,18 @@ class SwitchController:
     def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
         return self.aggregator.read(self._connection(), indices)
 
+    def _release_pool(self, job: AdmittedJob) -> None:
+        """Clear the pool lanes a removed job's chunks still hold: nothing else would ever
+        free those held by a chunk it left aggregating."""
+        if not job.spec.borrow:
+            return
+        conn = self._connection()
+        own = job.aggregator_range()
+        held = [s.index for s in self.aggregator.read(conn, self.desired.allocator.pool_range())
+                if s.held_by in own]
+        if held:
+            self.aggregator.clear(conn, held)
+
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
@@ -100,7 +112,7 @@ class SwitchController:
         self._write(writes)
         self.desired.allocator.add(job)
         log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
-                 job.slot_base + spec.slots - 1, len(spec.workers))
+                 job.slot_base + spec.window - 1, len(spec.workers))
         return job
 
     def _admission_writes(self, spec: JobSpec) -> tuple[AdmittedJob, list[Write]]:
@@ -127,6 +139,7 @@ class SwitchController:
                     + [("delete", self.plan.group(job))])
         self.desired.allocator.remove(job_id)
         self._clear_aggregators(job)
+        self._release_pool(job)
         log.info("job %d removed", job_id)
 
     def set_membership(self, job_id: int, fan_in: int | None = None,
@@ -181,15 +194,16 @@ class SwitchController:
     def read_slot(self, job_id: int, slot: int):
         """Both shadow sets of one of a job's slots (two AggregatorState)."""
         job = self.plan.job(job_id)
-        if not 0 <= slot < job.spec.slots:
-            raise SpecError(f"job {job_id} has slots 0..{job.spec.slots - 1}, not {slot}")
+        if not 0 <= slot < job.spec.window:
+            raise SpecError(f"job {job_id} has slots 0..{job.spec.window - 1}, not {slot}")
         index = 2 * (job.slot_base + slot)
         a, b = self._read_aggregators(job, [index, index + 1])
         return a, b
 
     def status(self) -> dict:
         return {"ports": list(self.desired.ports),
-                "jobs": {jid: {"slots": [j.slot_base, j.slot_base + j.spec.slots - 1],
+                "jobs": {jid: {"slots": [j.slot_base, j.slot_base + j.spec.window - 1],
+                               "borrowed": j.spec.borrow,
                                "workers": len(j.spec.workers), "fan_in": j.spec.effective_fan_in,
                                "expected": f"{j.spec.effective_expected:#x}"}
                          for jid, j in sorted(self.jobs.items())},

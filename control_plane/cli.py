@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Runtime (default 127.0.0.1:50052) address")
     p.add_argument("--switch-config", type=Path, help="tofino: the switch's ports (TOML)")
     p.add_argument("--program", default=PROGRAM, help="tofino: the P4 program bf_switchd runs")
+    p.add_argument("--pool-slots", type=int, help="slots of the switch's shared pool, which "
+                   "jobs with `borrow` draw on (docs/protocol.md §4.6; kept in --state)")
     p.add_argument("--device-id", type=int, default=0)
     p.add_argument("--election-id", type=int, default=1)
     p.add_argument("--ports", type=parse_ports, help="the switch's data ports, e.g. 1-4 "
@@ -141,6 +143,8 @@ def make_controller(args, state: DesiredState | None):
     if state is not None:
         controller.desired = state
         controller.desired.ports = tuple(sorted(set(ports)))
+    if args.pool_slots is not None:
+        controller.desired.allocator.resize_pool(args.pool_slots)
     return controller
 
 
@@ -154,7 +158,7 @@ def run(controller, args) -> object:
         if args.job_command == "add":
             job = controller.admit(load_spec(args.spec))
             return {"job": job.spec.id, "job_index": job.job_index,
-                    "slots": [job.slot_base, job.slot_base + job.spec.slots - 1]}
+                    "slots": [job.slot_base, job.slot_base + job.spec.window - 1]}
         if args.job_command == "remove":
             controller.remove(args.job_id)
             return None

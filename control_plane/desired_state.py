@@ -22,7 +22,7 @@ class DesiredState:
     def to_json(self) -> str:
         return json.dumps({
             "ports": list(self.ports), "hosts": self.hosts,
-            "transit_jobs": sorted(self.transit_jobs),
+            "transit_jobs": sorted(self.transit_jobs), "pool_slots": self.allocator.pool_slots,
             "jobs": [j.to_dict() for j in self.allocator.jobs.values()],
             "ingress_loss": self.ingress_loss, "egress_loss": self.egress_loss}, indent=1)
 
@@ -33,6 +33,7 @@ class DesiredState:
                     transit_jobs=set(d.get("transit_jobs", ())),
                     ingress_loss=_loss_from_json(d["ingress_loss"]),
                     egress_loss=_loss_from_json(d["egress_loss"]))
+        state.allocator.pool_slots = d.get("pool_slots", 0)
         for job in d["jobs"]:
             state.allocator.add(AdmittedJob.from_dict(job))
         return state

@@ -8,7 +8,9 @@ Spec file::
 
     [job]
     id = 7                     # 0..65535, the job field of every packet
-    slots = 64                 # window W: slots of the pool the job owns
+    slots = 64                 # slots of the switch the job owns
+    borrow = 0                 # optional: more slots borrowed per chunk from the shared pool;
+                               # the window W is slots + borrow (docs/protocol.md §4.6)
     fan_in = 4                 # optional: contributions that complete a chunk (default: all)
     inband_fanin = false       # optional: accept a per-packet fan-in (group policies)
     switch_mac = "02:00:00:00:00:fe"   # the address workers send to
@@ -61,6 +63,12 @@ class JobSpec:
     fan_in: int | None = None
     expected: int | None = None  # bitmap of workers that may contribute (default: all)
     inband_fanin: bool = False
+    borrow: int = 0  # slots of the switch's shared pool the job may borrow, per chunk
+
+    @property
+    def window(self) -> int:
+        """W: the chunks a worker keeps in flight, one per slot, own and borrowed."""
+        return self.slots + self.borrow
 
     @property
     def effective_fan_in(self) -> int:
@@ -112,6 +120,7 @@ class JobSpec:
         """Raise SpecError naming the first problem, if any."""
         _check_int("job.id", self.id, 0, 0xFFFF)
         _check_int("job.slots", self.slots, 1, P.NUM_SLOTS)
+        _check_int("job.borrow", self.borrow, 0, P.NUM_SLOTS - self.slots)
         _check_mac("job.switch_mac", self.switch_mac)
         _check_ip("job.switch_ip", self.switch_ip)
         if not self.workers:
@@ -168,7 +177,7 @@ def _check_ip(name: str, value) -> None:
         raise SpecError(f"{name} is not an IPv4 address: {value!r}") from None
 
 
-_JOB_KEYS = {"id", "slots", "fan_in", "expected", "inband_fanin", "switch_mac", "switch_ip"}
+_JOB_KEYS = {"id", "slots", "borrow", "fan_in", "expected", "inband_fanin", "switch_mac", "switch_ip"}
 _WORKER_KEYS = {"id", "port", "mac", "ip", "udp_port"}
 
 
@@ -223,6 +232,7 @@ class AdmittedJob:
     spec: JobSpec
     job_index: int  # 1..MAX_JOBS-1: counter index and multicast group
     slot_base: int
+    pool_base: int = 0  # the shared pool's first slot, where borrowed slots sum
 
     @property
     def group(self) -> int:
@@ -230,24 +240,56 @@ class AdmittedJob:
         return 0x100 + self.job_index
 
     def aggregator_range(self) -> range:
-        return range(2 * self.slot_base, 2 * (self.slot_base + self.spec.slots))
+        """The job's aggregators: the state of every slot of its window (a borrowed slot's
+        lanes are the pool's)."""
+        return range(2 * self.slot_base, 2 * (self.slot_base + self.spec.window))
 
     def to_dict(self) -> dict:
         return {"spec": self.spec.to_dict(), "job_index": self.job_index,
-                "slot_base": self.slot_base}
+                "slot_base": self.slot_base, "pool_base": self.pool_base}
 
     @classmethod
     def from_dict(cls, d: dict) -> AdmittedJob:
-        return cls(JobSpec.from_dict(d["spec"]), d["job_index"], d["slot_base"])
+        return cls(JobSpec.from_dict(d["spec"]), d["job_index"], d["slot_base"],
+                   d.get("pool_base", 0))
 
 
 @dataclass
 class Allocator:
-    """First-fit allocation of slot ranges and job indices over the switch's pool."""
+    """First-fit allocation of slot ranges and job indices over the switch's slots; the
+    top ``pool_slots`` of them are the shared pool that jobs borrow from (docs/protocol.md
+    §4.6), never part of a job's range."""
 
     num_slots: int = P.NUM_SLOTS
     max_jobs: int = P.MAX_JOBS
     jobs: dict[int, AdmittedJob] = field(default_factory=dict)
+    pool_slots: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int("pool_slots", self.pool_slots, 0, self.num_slots)
+
+    @property
+    def pool_base(self) -> int:
+        return self.num_slots - self.pool_slots
+
+    def pool_range(self) -> range:
+        """The pool's aggregators."""
+        return range(2 * self.pool_base, 2 * self.num_slots)
+
+    def resize_pool(self, pool_slots: int) -> None:
+        """Give the pool ``pool_slots`` slots: only while no admitted job borrows (their
+        entries name the pool's place) and no job's range reaches into the new pool."""
+        _check_int("pool_slots", pool_slots, 0, self.num_slots)
+        borrowing = sorted(j.spec.id for j in self.jobs.values() if j.spec.borrow)
+        if borrowing and pool_slots != self.pool_slots:
+            raise SpecError(f"jobs {borrowing} borrow from the pool: remove them before "
+                            f"resizing it")
+        top = max((j.slot_base + j.spec.window for j in self.jobs.values()), default=0)
+        if top > self.num_slots - pool_slots:
+            raise SpecError(f"a pool of {pool_slots} slots would start at slot "
+                            f"{self.num_slots - pool_slots}, inside admitted jobs' ranges "
+                            f"(they reach slot {top - 1})")
+        self.pool_slots = pool_slots
 
     def allocate(self, spec: JobSpec) -> AdmittedJob:
         if spec.id in self.jobs:
@@ -256,20 +298,23 @@ class Allocator:
         free_index = next((i for i in range(1, self.max_jobs) if i not in used_index), None)
         if free_index is None:
             raise SpecError(f"no job index left: {self.max_jobs - 1} jobs are admitted")
-        base = self._first_fit(spec.slots)
+        if spec.borrow > self.pool_slots:
+            raise SpecError(f"job {spec.id} borrows {spec.borrow} slots but the switch's shared "
+                            f"pool has {self.pool_slots} (the controller's pool_slots)")
+        base = self._first_fit(spec.window)
         if base is None:
-            free = self.num_slots - sum(j.spec.slots for j in self.jobs.values())
-            raise SpecError(f"job {spec.id} asks for {spec.slots} slots but no free range of "
-                            f"that size is left ({free} of {self.num_slots} slots free)")
-        return AdmittedJob(spec, free_index, base)
+            free = self.pool_base - sum(j.spec.window for j in self.jobs.values())
+            raise SpecError(f"job {spec.id} asks for {spec.window} slots but no free range of "
+                            f"that size is left ({free} of {self.pool_base} slots free)")
+        return AdmittedJob(spec, free_index, base, self.pool_base if spec.borrow else 0)
 
     def _first_fit(self, size: int) -> int | None:
         start = 0
         for job in sorted(self.jobs.values(), key=lambda j: j.slot_base):
             if job.slot_base - start >= size:
                 return start
-            start = job.slot_base + job.spec.slots
-        return start if self.num_slots - start >= size else None
+            start = job.slot_base + job.spec.window
+        return start if self.pool_base - start >= size else None
 
     def add(self, job: AdmittedJob) -> None:
         self.jobs[job.spec.id] = job

@@ -80,7 +80,7 @@ class Plan:
     def membership(self, job_id: int, fan_in: int | None, expected: int | None) -> AdmittedJob:
         job = self.job(job_id)
         return AdmittedJob(job.spec.with_membership(fan_in, expected), job.job_index,
-                           job.slot_base)
+                           job.slot_base, job.pool_base)
 
     def transit(self, job_id: int) -> TableEntry | None:
         """The jobs entry that marks ``job_id`` transit, or None if it already is."""

@@ -57,6 +57,7 @@ class CommunicatorConfig:
     switch: Endpoint  # the address workers send to
     run: int  # the run's identity, the same on every worker (host_lib/runs.py)
     peers: dict[int, Endpoint] = field(default_factory=dict)  # every worker, for helpers
+    own_slots: int | None = None  # the slots not borrowed from the switch's pool (None: all)
     silence_timeout: float = 5.0
     stall_timeout: float = 60.0  # longest wait for any chunk to complete, whatever arrives
     initial_rto: float = 0.05
@@ -68,7 +69,8 @@ class CommunicatorConfig:
         """Configuration of one worker of a control_plane.jobs.JobSpec, in run ``run``."""
         w = spec.worker(worker_id)
         peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
-        return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.slots,
+        return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.window,
+                   own_slots=spec.slots,
                    local=peers[w.id], switch=Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT),
                    run=run, peers=peers, **overrides)
 
@@ -98,7 +100,7 @@ class SwitchCommunicator:
                                    config.switch, config.peers,
                                    RtoEstimator(initial=config.initial_rto),
                                    config.silence_timeout, config.n_workers, config.run,
-                                   config.stall_timeout)
+                                   config.stall_timeout, config.own_slots)
         self.quantizer = BlockQuantizer(config.n_workers, threads=config.quantizer_threads)
         self.frames = FrameBatch(config.local, config.switch)
         self.next_chunk = 0

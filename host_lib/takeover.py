@@ -118,16 +118,22 @@ class HelperRole:
         after = max(2 * self.rto.rto, plan.takeover_after)
         lo = max(0, rnd.next_to_send - self.slots)
         window = slice(lo, rnd.next_to_send)
-        waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)) + lo
+        waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)
+                                 & ~rnd.busy[window]) + lo
         # The chunk's helper acts first. The next one in duty order steps in later, should the
         # first be slow, or be a straggler itself; the switch then names the second.
         turn = (plan.helpers.index(self.worker) - (rnd.base + waiting)) % len(plan.helpers)
         waiting, turn = waiting[turn <= 1], turn[turn <= 1]
         asked = rnd.asked_takeover[waiting]
-        due = np.where(np.isnan(asked), rnd.sent_at[waiting] + after * (1 + 2 * turn),
+        # A chunk in a borrowed slot holds lanes of the switch's shared pool, which other jobs
+        # wait for: it is taken over as soon as it is late, whatever lag the plan expects.
+        borrowed = (rnd.base + waiting) % self.slots >= self.own_slots
+        wait = np.where(borrowed, 2 * self.rto.rto, after)
+        due = np.where(np.isnan(asked), rnd.sent_at[waiting] + wait * (1 + 2 * turn),
                        asked + self.rto.rto)
         ready = due <= now
-        look = min(float(due[~ready].min()) if not ready.all() else np.inf, now + after)
+        soonest = 2 * self.rto.rto if self.own_slots < self.slots else after  # of a new chunk
+        look = min(float(due[~ready].min()) if not ready.all() else np.inf, now + soonest)
         ready = waiting[ready]
         straggler_bits = sum(1 << s for s in plan.stragglers)
         due_now = len(ready)

@@ -58,7 +58,8 @@ class Transport(HelperRole):
     def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
                  switch: Endpoint, peers: dict[int, Endpoint] | None = None,
                  rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
-                 n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0):
+                 n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0,
+                 own_slots: int | None = None):
         self.link = link
         self._batches = as_frame_link(link)  # the link's batch calls
         self.job = job
@@ -67,6 +68,7 @@ class Transport(HelperRole):
         self.stall_timeout = stall_timeout
         self.worker = worker
         self.slots = slots
+        self.own_slots = slots if own_slots is None else own_slots  # the rest are borrowed
         self.local = local
         self.switch = switch
         self.peers = peers or {}
@@ -391,6 +393,7 @@ class Transport(HelperRole):
                       else str(reason)] += 1
         if rnd.done[j]:
             return
+        rnd.busy[j] = reason == P.Bounce.BUSY
         if reason == P.Bounce.PENDING:
             # The chunk waits on peers; every worker hears the answer to one worker's question.
             # (No round-trip sample from this chunk: its result will have waited on a peer.)
@@ -440,6 +443,13 @@ class Transport(HelperRole):
             else:
                 rnd.attempt[j] = 1
                 self._taken(rnd, stats, j, helper, False)
+        elif reason == P.Bounce.BUSY:
+            # A borrowed slot whose pool lanes hold another job's chunk: nothing was summed.
+            # Ask again after a question timeout, backed off while the slot stays busy (its
+            # holder may wait on a straggler); a helper does not take it over meanwhile.
+            rnd.lost[j] = rnd.busy[j] = True
+            rnd.backoff[j] += 1
+            rnd.due(j, now + self.ask_rto.backoff(int(rnd.backoff[j])))
         elif reason == P.Bounce.SCALE_MISMATCH:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")

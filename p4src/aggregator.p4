@@ -1,7 +1,10 @@
 /* The aggregation pool: per-aggregator state and the switch side of the protocol
  * (docs/protocol.md §4). An aggregator is one shadow set of one slot; it is indexed by
- * 2 * (slot_base + slot) + set. Management requests from the controller (packet_out) read or
- * clear one aggregator and report it back to the controller (docs/protocol.md §10). */
+ * 2 * (slot_base + slot) + set. A borrowed slot (slot >= the job's own slots) keeps its state
+ * there but sums in the lanes of a slot of the shared pool, claimed per chunk and released on
+ * completion or takeover (docs/protocol.md §4.6). Management requests from the controller
+ * (packet_out) read or clear one aggregator and report it back to the controller
+ * (docs/protocol.md §10). */
 #ifndef SA_ATP_AGGREGATOR_P4
 #define SA_ATP_AGGREGATOR_P4
 
@@ -14,6 +17,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<16>>(NUM_AGGREGATORS) max_exp;             /* max block exponent reported */
     register<bit<8>>(NUM_AGGREGATORS)  helper_id;           /* helper holding a TAKEN chunk */
     register<bit<32>>(NUM_AGGREGATORS) run_id;              /* run of the job the chunk belongs to */
+    register<bit<16>>(NUM_AGGREGATORS) lane_holder;         /* pool lanes: who holds them, POOL_HELD */
 #define LANE_REGISTER(i) register<bit<32>>(NUM_AGGREGATORS) lane_##i;
     LANES(LANE_REGISTER)                                    /* the running sum, one register per lane */
 
@@ -31,8 +35,11 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     bit<16> exp;
     bit<8>  helper;
     bit<32> held_run;
+    bit<32> lanes_at;     /* where the sum is: the aggregator's own lanes, or the pool's */
+    bit<16> holder;
+    bit<16> new_holder;   /* what lane_holder becomes */
 
-#define STORE_LANE(i) lane_##i.write(index, hdr.lanes.v##i);
+#define STORE_LANE(i) lane_##i.write(lanes_at, hdr.lanes.v##i);
     /* The packet's lanes become the aggregator's (first contribution, helper result). */
     action store_lanes() {
         LANES(STORE_LANE)
@@ -40,21 +47,21 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
 #define ADD_LANE(i) \
     bit<32> sum_##i; \
-    lane_##i.read(sum_##i, index); \
+    lane_##i.read(sum_##i, lanes_at); \
     hdr.lanes.v##i = hdr.lanes.v##i + sum_##i; \
-    lane_##i.write(index, hdr.lanes.v##i);
+    lane_##i.write(lanes_at, hdr.lanes.v##i);
     /* Add the packet's lanes into the aggregator; the packet keeps the new sum. */
     action add_lanes() {
         LANES(ADD_LANE)
     }
 
-#define CLEAR_LANE(i) lane_##i.write(index, 0); hdr.lanes.v##i = 0;
+#define CLEAR_LANE(i) lane_##i.write(lanes_at, 0); hdr.lanes.v##i = 0;
     /* Zero the aggregator's sum (and the packet's lanes, which report it). */
     action clear_lanes() {
         LANES(CLEAR_LANE)
     }
 
-#define LOAD_LANE(i) lane_##i.read(hdr.lanes.v##i, index);
+#define LOAD_LANE(i) lane_##i.read(hdr.lanes.v##i, lanes_at);
     /* Copy the aggregator's sum into the packet. */
     action load_lanes() {
         LANES(LOAD_LANE)
@@ -123,6 +130,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         hdr.sa.run = held_run;
         hdr.sa.reason = state;
         hdr.sa.worker = helper;
+        hdr.sa.slot = new_holder;
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = sm.ingress_port;
         hdr.packet_in._pad = 0;
@@ -153,6 +161,19 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         helper_id.read(helper, index);
         run_id.read(held_run, index);
 
+        /* A borrowed slot sums in the pool's lanes, which another job's chunk may hold. */
+        bool borrowed = !hdr.packet_out.isValid() && hdr.sa.slot >= meta.own_slots;
+        lanes_at = index;
+        if (borrowed) {
+            lanes_at = ((bit<32>)(meta.pool_base + (hdr.sa.slot - meta.own_slots)) << 1)
+                       | (bit<32>)(hdr.sa.flags & FLAG_SET);
+        }
+        lane_holder.read(holder, lanes_at);
+        bit<16> me = (bit<16>)index + 1;
+        bool lanes_kept = !borrowed || (holder & ~POOL_HELD) == me;   /* still this chunk's */
+        bool lanes_busy = !lanes_kept && (holder & POOL_HELD) != 0;
+        new_holder = holder;
+
         bit<8> fan_in = meta.fan_in;
         if (meta.inband_fanin == 1 && hdr.sa.fanin != 0) {
             fan_in = hdr.sa.fanin;
@@ -178,6 +199,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 held_run = 0;
                 held_chunk = 0;
                 state = SLOT_EMPTY;
+                new_holder = 0;
                 bitmap = 0;
                 count = 0;
                 scale = 0;
@@ -195,9 +217,11 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         } else if (hdr.sa.op == OP_DATA && (hdr.sa.flags & FLAG_PROBE) != 0) {
             /* A probe asks about the chunk without contributing (a worker that sits out). */
             response = RESPOND_BOUNCE;
-            if (held && state == SLOT_COMPLETE) {
+            if (held && state == SLOT_COMPLETE && lanes_kept) {
                 lane_op = LANES_LOAD;
                 response = RESPOND_COPY;
+            } else if (held && state == SLOT_COMPLETE) {
+                bounce_reason = BOUNCE_STALE;     /* the result's pool lanes went on */
             } else if (held && state == SLOT_TAKEN) {
                 hdr.sa.worker = helper;
                 bounce_reason = BOUNCE_TAKEN;
@@ -211,6 +235,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         } else if (hdr.sa.op == OP_DATA) {
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
+            } else if (newer && lanes_busy) {
+                response = RESPOND_BOUNCE;        /* not started: try again later */
+                bounce_reason = BOUNCE_BUSY;
             } else if (newer) {
                 if (unfinished) {
                     evictions.count((bit<32>)meta.job_index);
@@ -224,6 +251,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 exp = hdr.sa.exp;
                 lane_op = LANES_STORE;
                 changed = true;
+                new_holder = me | POOL_HELD;
                 response = RESPOND_ABSORB;
             } else if (!held) {
                 response = RESPOND_BOUNCE;
@@ -235,9 +263,12 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             } else if (hdr.sa.scale != scale) {
                 response = RESPOND_BOUNCE;
                 bounce_reason = BOUNCE_SCALE_MISMATCH;
-            } else if (state == SLOT_COMPLETE) {
+            } else if (state == SLOT_COMPLETE && lanes_kept) {
                 lane_op = LANES_LOAD;
                 response = RESPOND_COPY;
+            } else if (state == SLOT_COMPLETE) {
+                response = RESPOND_BOUNCE;        /* the result's pool lanes went on */
+                bounce_reason = BOUNCE_STALE;
             } else if ((bitmap & meta.worker_bit) != 0) {
                 if (count >= fan_in) {
                     lane_op = LANES_LOAD;    /* the fan-in was lowered since: complete now */
@@ -258,11 +289,15 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             if (response == RESPOND_ABSORB && count >= fan_in) {
                 state = SLOT_COMPLETE;
                 changed = true;
+                new_holder = me;                  /* complete: the pool may have the lanes */
                 response = RESPOND_RESULT;
             }
         } else if (hdr.sa.op == OP_TAKEOVER) {
             if (!held) {
                 response = RESPOND_BOUNCE;
+                bounce_reason = BOUNCE_NOT_HELD;
+            } else if (!lanes_kept) {
+                response = RESPOND_BOUNCE;        /* the partial's pool lanes went on */
                 bounce_reason = BOUNCE_NOT_HELD;
             } else if (state == SLOT_COMPLETE) {
                 lane_op = LANES_LOAD;
@@ -271,11 +306,13 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 state = SLOT_TAKEN;
                 helper = hdr.sa.worker;
                 changed = true;
+                new_holder = me;                  /* taken: the pool may have the lanes */
                 lane_op = LANES_LOAD;
                 response = RESPOND_PARTIAL;
             }
         } else if (hdr.sa.op == OP_HELPER_RESULT) {
-            if (held && state == SLOT_TAKEN) {
+            if (held && state == SLOT_TAKEN && !lanes_busy) {
+                new_holder = me;
                 bitmap = hdr.sa.bitmap;
                 count = hdr.sa.count;
                 exp = hdr.sa.exp;
@@ -298,6 +335,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         }
         if (changed) {
             save_state();
+        }
+        if ((borrowed || hdr.packet_out.isValid()) && new_holder != holder) {
+            lane_holder.write(lanes_at, new_holder);
         }
 
         if (response == RESPOND_ABSORB) {

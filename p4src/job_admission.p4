@@ -8,11 +8,14 @@
 
 control JobAdmission(in headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm,
                      in bool host_op) {
-    action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<8> fan_in,
-                   bit<32> expected, bit<16> group, bit<1> inband_fanin) {
+    action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<16> own_slots,
+                   bit<16> pool_base, bit<8> fan_in, bit<32> expected, bit<16> group,
+                   bit<1> inband_fanin) {
         meta.job_index = job_index;
         meta.slot_base = slot_base;
         meta.num_slots = num_slots;
+        meta.own_slots = own_slots;
+        meta.pool_base = pool_base;
         meta.fan_in = fan_in;
         meta.expected = expected;
         meta.job_group = group;

@@ -65,6 +65,7 @@ class Bounce(enum.IntEnum):
     NOT_HELD = 4
     SCALE_MISMATCH = 5
     OLD_RUN = 6
+    BUSY = 7
 
 
 class SlotState(enum.IntEnum):
@@ -94,6 +95,9 @@ NUM_AGGREGATORS = 2 * NUM_SLOTS
 MAX_JOBS = 256
 STATS_PER_JOB = 16
 FLOOD_GROUP = 1
+# A pool aggregator's lane holder (docs/protocol.md §4.6): the holding aggregator's index + 1,
+# with this bit while its chunk is aggregating.
+POOL_HELD = 0x8000
 
 # The controller's port (simple_switch_grpc --cpu-port) and the management ops it sends there
 # (docs/protocol.md §10).

@@ -1,5 +1,6 @@
 """Job spec parsing, validation and slot allocation (no switch needed)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,40 @@ def test_specs_round_trip_through_toml():
     spec = JobSpec(5, 2, (WorkerSpec(0, 1, "02:00:00:00:00:01", "10.0.0.1", 4000),),
                    inband_fanin=True)
     assert parse_spec(spec.to_toml()) == spec
+
+
+def test_borrowing_jobs_share_the_pool_and_own_ranges_stay_below_it():
+    alloc = Allocator(num_slots=100, max_jobs=8, pool_slots=20)
+    a = alloc.allocate(replace(make(1, 30), borrow=20))
+    alloc.add(a)
+    b = alloc.allocate(replace(make(2, 25), borrow=5))
+    alloc.add(b)
+    assert a.spec.window == 50 and (a.slot_base, b.slot_base) == (0, 50)
+    assert a.pool_base == b.pool_base == 80
+    assert alloc.pool_range() == range(160, 200)
+    assert set(alloc.pool_range()).isdisjoint(set(a.aggregator_range()) | set(b.aggregator_range()))
+    with pytest.raises(SpecError, match="asks for 1 slots but no free range .*0 of 80"):
+        alloc.allocate(make(3, 1))  # 80 slots below the pool, all taken
+    with pytest.raises(SpecError, match="borrows 21 slots but the switch's shared pool has 20"):
+        alloc.allocate(replace(make(4, 1), borrow=21))
+    with pytest.raises(SpecError, match="jobs \\[1, 2\\] borrow from the pool"):
+        alloc.resize_pool(10)
+
+
+def test_the_pool_cannot_grow_into_admitted_ranges():
+    alloc = Allocator(num_slots=100, max_jobs=8)
+    alloc.add(alloc.allocate(make(1, 90)))
+    with pytest.raises(SpecError, match="would start at slot 80, inside .*reach slot 89"):
+        alloc.resize_pool(20)
+    alloc.resize_pool(10)
+    assert alloc.pool_range() == range(180, 200)
+    with pytest.raises(SpecError, match="pool_slots must be an integer in 0..100"):
+        Allocator(num_slots=100, pool_slots=101)
+
+
+def test_borrow_is_parsed_and_validated():
+    spec = parse_spec(spec_text("borrow = 24"))
+    assert (spec.slots, spec.borrow, spec.window) == (8, 24, 32)
+    assert parse_spec(spec.to_toml()) == spec
+    with pytest.raises(SpecError, match="job.borrow must be an integer in 0..4088"):
+        parse_spec(spec_text("borrow = 4089"))

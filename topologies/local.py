@@ -51,12 +51,12 @@ class WorkerContext:
 
 class LocalCluster:
     def __init__(self, jobs: list[JobSpec], run_dir: str | Path, binary: str = EMBEDDED,
-                 log_level: str = "warn"):
+                 log_level: str = "warn", pool_slots: int = 0):
         self.jobs = {spec.id: spec for spec in jobs}
         ports = sorted({w.port for spec in jobs for w in spec.workers})
         self.switch = SwitchProcess(udp_ports(ports), run_dir, binary=binary,
                                     log_level=log_level)
-        self.controller = Controller(self.switch.grpc_address, ports)
+        self.controller = Controller(self.switch.grpc_address, ports, pool_slots=pool_slots)
         self.run_dir = Path(run_dir)
         self._last_run = 0
 

@@ -29,6 +29,12 @@ class AggregatorState:
     helper: int
     run: int
     lanes: tuple[int, ...]
+    holder: int = 0  # a pool aggregator's: the holding aggregator's index + 1 | POOL_HELD
+
+    @property
+    def held_by(self) -> int | None:
+        """The aggregator whose chunk holds these (pool) lanes, if any."""
+        return (self.holder & ~P.POOL_HELD) - 1 if self.holder else None
 
 
 class Aggregator:
@@ -41,7 +47,8 @@ class Aggregator:
 
     def clear(self, conn: SwitchConnection, indices) -> None:
         states = self._request(conn, P.MGMT_CLEAR_AGGREGATOR, list(indices))
-        dirty = [s.index for s in states if s.state != P.SlotState.EMPTY or any(s.lanes)]
+        dirty = [s.index for s in states
+                 if s.state != P.SlotState.EMPTY or any(s.lanes) or s.holder]
         if dirty:
             raise SwitchError(f"aggregators {dirty[:8]} did not clear")
 
@@ -95,4 +102,5 @@ def _decode(index: int, payload: bytes) -> AggregatorState:
     lanes = frame_lanes(payload)
     return AggregatorState(index=index, state=P.SlotState(h.reason), chunk=h.chunk,
                            bitmap=h.bitmap, count=h.count, scale=h.scale, exp=h.exp,
-                           helper=h.worker, run=h.run, lanes=tuple(int(v) for v in lanes))
+                           helper=h.worker, run=h.run, lanes=tuple(int(v) for v in lanes),
+                           holder=h.slot)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from control_plane.backend import SwitchController, Write
+from control_plane.controls.job_admission import JobAdmission
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.jobs import AdmittedJob, JobSpec, SpecError
@@ -33,6 +34,7 @@ class TofinoController(SwitchController):
                  program: str = names.PROGRAM, client=None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
+        self.admission = self.plan.admission = JobAdmission(pool=False)
         self.address = address
         self.config = config
         self.device_id = device_id
@@ -78,6 +80,9 @@ class TofinoController(SwitchController):
     # -- the BF Runtime side of the backend ---------------------------------------------------
 
     def _admission_writes(self, spec: JobSpec) -> tuple[AdmittedJob, list[Write]]:
+        if spec.borrow:
+            raise SpecError(f"job {spec.id} borrows {spec.borrow} slots, but the TNA program "
+                            f"has no shared pool (docs/tofino.md): give it its own slots")
         pipes = {pipe_of(w.port) for w in spec.workers}
         if len(pipes) > 1:
             raise SpecError(f"job {spec.id}: its workers are in pipes {sorted(pipes)}; the "

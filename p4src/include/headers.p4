@@ -87,7 +87,9 @@ struct metadata_t {
     bit<4>  drop_reason;   /* DROP_*; the stats control drops the packet when non-zero */
     bit<8>  job_index;     /* dense per-job index for counters, 0 = no job */
     bit<16> slot_base;     /* first slot of the job's range in the pool */
-    bit<16> num_slots;
+    bit<16> num_slots;     /* the job's window W: its own slots, then the borrowed ones */
+    bit<16> own_slots;     /* slots whose lanes are the job's own; the rest borrow the pool's */
+    bit<16> pool_base;     /* first slot of the shared pool the borrowed slots' lanes come from */
     bit<8>  fan_in;
     bit<32> expected;      /* bitmap of workers expected to contribute */
     bit<16> job_group;     /* multicast group of the job's workers */

@@ -37,7 +37,7 @@ class Job:
 
     def frame(self, w: int, op: int, chunk: int, lanes=None, *, slot: int | None = None,
               set_: int | None = None, dst: Endpoint = SWITCH, **fields) -> bytes:
-        slots = self.spec.slots
+        slots = self.spec.window
         slot = chunk % slots if slot is None else slot
         set_ = (chunk // slots) % 2 if set_ is None else set_
         header = Header(op=op, job=self.spec.id, slot=slot, worker=w, chunk=chunk,

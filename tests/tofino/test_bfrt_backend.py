@@ -4,6 +4,7 @@ that one job spec gives the same switch state on both backends."""
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,14 @@ def every_change(ctl) -> None:
 
 
 def state(ctl) -> dict:
-    """A switch's tables, jobs and groups as the controller reads them back."""
-    return {"tables": {t: sorted(map(repr, ctl.read_entries(t))) for t in ctl.plan.tables()},
+    """A switch's tables, jobs and groups as the controller reads them back; without the
+    jobs entries' pool parameters, which only the v1model program has (a job that borrows
+    nothing owns all its slots, docs/protocol.md §4.6)."""
+    def without_pool(entry):
+        params = tuple(p for p in entry.params if p[0] not in ("own_slots", "pool_base"))
+        return repr(replace(entry, params=params))
+    return {"tables": {t: sorted(map(without_pool, ctl.read_entries(t)))
+                       for t in ctl.plan.tables()},
             "defaults": {t: [repr(e) for e in ctl._read_table(t) if e.is_default]
                          for t in ctl.plan.tables()},
             "jobs": ctl.read_jobs(), "groups": ctl.read_groups()}
@@ -145,6 +152,19 @@ def test_a_job_across_two_pipes_is_refused_before_anything_is_written(fake):
     spec = JobSpec(4, 2, (WorkerSpec(0, 1, "02:00:00:00:04:01", "10.4.0.1"),
                           WorkerSpec(1, 130, "02:00:00:00:04:02", "10.4.0.2")))
     with pytest.raises(SpecError, match="pipes \\[0, 1\\]"):
+        ctl.admit(spec)
+    assert fake.writes == [] and ctl.jobs == {}
+
+
+def test_a_job_that_borrows_is_refused_before_anything_is_written(fake):
+    """The TNA program has no shared pool (docs/protocol.md §4.6)."""
+    ctl = TofinoController("tofino", switch_config((1, 2)),
+                           client=FakeClient({"tofino": fake})).connect()
+    ctl.reconcile()
+    ctl.desired.allocator.resize_pool(8)
+    fake.writes.clear()
+    spec = JobSpec(4, 2, (WorkerSpec(0, 1, "02:00:00:00:04:01", "10.4.0.1"),), borrow=2)
+    with pytest.raises(SpecError, match="borrows 2 slots, but the TNA program has no shared"):
         ctl.admit(spec)
     assert fake.writes == [] and ctl.jobs == {}
 

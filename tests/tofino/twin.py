@@ -38,6 +38,7 @@ def tna_cells(fake: FakeSwitch, index: int) -> dict[str, int]:
     found = {r: cell(r) for r in V1_STATE}
     found["slot_state"] = STATES[(progress >> 16) & 3]
     found["contribution_count"] = progress & 0xFF
+    found["lane_holder"] = 0  # the TNA program has no shared pool (docs/protocol.md §4.6)
     for i in range(P.LANES // 2):
         found[f"lane_{i:02d}"] = cell(f"lanes_{i:02d}", "lo", "lanes")
         found[f"lane_{i + P.LANES // 2:02d}"] = cell(f"lanes_{i:02d}", "hi", "lanes")

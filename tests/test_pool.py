@@ -1,0 +1,57 @@
+"""Two jobs that borrow from the switch's shared pool (docs/protocol.md §4.6), end to end
+through the embedded switch: every call's sum equals numpy's, whether the other job holds the
+pool's lanes for a straggler (BUSY, asked again later) or frames are lost (a result whose lanes
+went to the other job is recovered from a peer)."""
+
+import multiprocessing
+import time
+
+import numpy as np
+import pytest
+
+from topologies.local import LocalCluster, local_job
+
+CALLS = 3
+ELEMENTS = 48 * 64  # 48 chunks: six times round a window of 2 own + 6 borrowed slots
+
+
+def values(job: int, worker: int, call: int) -> np.ndarray:
+    rng = np.random.default_rng([job, worker, call])
+    return rng.integers(-(2**20), 2**20, ELEMENTS, dtype=np.int32)
+
+
+def pooled_calls(comm, arg):
+    """``CALLS`` sums; a worker given a ``straggle`` event sets it and sleeps before each call,
+    one given a ``wait`` event waits for it first; returns the sums and the BUSY bounces."""
+    job, straggle, wait = arg
+    outs, busy = [], 0
+    for call in range(CALLS):
+        if straggle is not None:
+            straggle.set()
+            time.sleep(0.4)
+        if wait is not None and call == 0:
+            assert wait.wait(60)
+            time.sleep(0.1)  # the straggler's peers have sent by now
+        outs.append(comm.allreduce_int(values(job, comm.config.worker, call)))
+        busy += comm.last_stats.bounces.get("BUSY", 0)
+    comm.close()
+    return outs, busy
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05])
+def test_two_jobs_sharing_the_pool_get_exact_sums(tmp_path, loss):
+    """Job 1's worker 2 straggles before every call, so its peers' chunks hold pool lanes
+    that job 2 then finds BUSY; with loss, results and contributions are dropped as well."""
+    straggling = multiprocessing.get_context("spawn").Event()
+    jobs = [local_job(1, 3, slots=2, borrow=6), local_job(2, 3, first_port=4, slots=2, borrow=6)]
+    with LocalCluster(jobs, tmp_path, pool_slots=6) as cluster:
+        args = {1: [(1, None, None), (1, None, None), (1, straggling, None)],
+                2: [(2, None, straggling)] * 3}
+        impairment = {"drop": loss} if loss else None
+        results = cluster.run_workers(pooled_calls, args, timeout=300, impairment=impairment)
+    for job in (1, 2):
+        for call in range(CALLS):
+            expected = sum(values(job, w, call).astype(np.int64) for w in range(3))
+            for w in range(3):
+                np.testing.assert_array_equal(results[(job, w)][0][call], expected)
+    assert sum(results[(2, w)][1] for w in range(3)) > 0  # job 2 did wait for the lanes
