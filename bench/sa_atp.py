@@ -76,7 +76,7 @@ def job_key(scenario: harness.Scenario) -> tuple | None:
     """What sets a scenario's communication, for a scenario without stragglers (else None)."""
     if scenario.stragglers or scenario.speed_classes or scenario.transient_prob:
         return None
-    return scenario.pad_gradient, scenario.slots, scenario.neighbour
+    return scenario.pad_gradient, scenario.slots, scenario.borrow, scenario.neighbour
 
 
 def run(iterations: int = 100) -> dict:

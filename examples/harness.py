@@ -47,6 +47,7 @@ class Scenario:
     speed_classes: str = ""
     pad_gradient: int = 0  # zero gradient elements communicated with the MLP's 2410
     slots: int = 64  # the job's aggregators on the switch, which bound each worker's window
+    borrow: int = 0  # more slots, borrowed from a pool the switch's jobs share (§4.6)
     # A second job on the same switch at the same time, with as many workers and aggregators,
     # no straggler and plain in-network aggregation: whether one job's straggler, or the
     # method that handles it, costs another job anything.
@@ -82,6 +83,15 @@ SCENARIOS = {
                           "zeros, 8 aggregators) beside a second job of 4 workers with its own 8 "
                           "aggregators, no straggler, plain in-network aggregation",
                           stragglers="3x@3", pad_gradient=32000, slots=8, neighbour=True),
+    # ATP's multi-job setting as ATP has it: the two jobs' aggregators are mostly a pool they
+    # share (docs/protocol.md §4.6), so the chunks that wait for one job's straggler hold
+    # lanes the other job wants, until they complete or a helper takes them over.
+    "shared-pool": Scenario("two jobs sharing the switch's aggregators: the comm-heavy job "
+                            "(worker 3 3x slower, gradient padded with 32,000 zeros) and a "
+                            "second job of 4 workers with no straggler, plain in-network "
+                            "aggregation; each has 8 aggregators of its own and borrows 56 "
+                            "from a pool of 56 they share", stragglers="3x@3",
+                            pad_gradient=32000, slots=8, borrow=56, neighbour=True),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
 
@@ -141,7 +151,8 @@ def run(args, scenario: Scenario, method: str, logs: Path, seed: int):
         "--policy", policy, "--stragglers", scenario.stragglers,
         "--speed-classes", scenario.speed_classes,
         "--transient-prob", str(scenario.transient_prob), *common],
-        slots=scenario.slots, inband_fanin=True, output=logs / "torchrun.log",
+        slots=scenario.slots, borrow=scenario.borrow, inband_fanin=True,
+        output=logs / "torchrun.log",
         timeout=args.run_timeout,
         neighbour_args=["--policy", "synchronous", *common] if scenario.neighbour else None)
     return load_run(method, logs)

@@ -57,26 +57,27 @@ def pick(text: str, known=METHODS) -> list[str]:
 
 
 def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], *,
-                 slots: int = 64, inband_fanin: bool = False, output: Path | None = None,
-                 timeout: float | None = None, neighbour_args: list[str] | None = None
-                 ) -> None:
+                 slots: int = 64, borrow: int = 0, inband_fanin: bool = False,
+                 output: Path | None = None, timeout: float | None = None,
+                 neighbour_args: list[str] | None = None) -> None:
     """Train with ``workers`` processes; rank logs go to ``log_dir``. ``comm`` is 'gloo' or
-    'switch' (a job of ``slots`` aggregators); ``train_args`` are examples/train.py's other
+    'switch' (a job of ``slots`` aggregators, and ``borrow`` more from the switch's shared
+    pool of as many, docs/protocol.md §4.6); ``train_args`` are examples/train.py's other
     options. torchrun's output goes to the console, or to the file ``output``.
 
-    With ``neighbour_args``, a second job of as many workers and its own ``slots``
-    aggregators trains through the embedded switch at the same time (the first job's switch,
-    or one of its own beside a gloo job) with those options; its logs and torchrun's output
-    go to ``log_dir/neighbour``."""
+    With ``neighbour_args``, a second job of as many workers, its own ``slots`` aggregators
+    and as many borrowed from the same pool trains through the embedded switch at the same
+    time (the first job's switch, or one of its own beside a gloo job) with those options; its
+    logs and torchrun's output go to ``log_dir/neighbour``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     # (job spec or None for gloo, log directory, train.py's options, torchrun's output)
-    runs = [(None if comm == "gloo" else local_job(1, workers, slots=slots,
+    runs = [(None if comm == "gloo" else local_job(1, workers, slots=slots, borrow=borrow,
                                                    inband_fanin=inband_fanin),
              log_dir, ["--comm", comm, "--log-dir", str(log_dir), *train_args], output)]
     if neighbour_args is not None:
         other = log_dir / "neighbour"
         other.mkdir(exist_ok=True)
-        runs.append((local_job(2, workers, first_port=workers + 1, slots=slots,
+        runs.append((local_job(2, workers, first_port=workers + 1, slots=slots, borrow=borrow,
                                inband_fanin=inband_fanin), other,
                      ["--comm", "switch", "--log-dir", str(other), *neighbour_args],
                      other / "torchrun.log"))
@@ -84,7 +85,7 @@ def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], 
     if not specs:
         _wait([_torchrun(workers, runs[0][2], output)], timeout)
         return
-    with LocalCluster(specs, log_dir / "switch") as cluster:
+    with LocalCluster(specs, log_dir / "switch", pool_slots=borrow) as cluster:
         ports = log_dir / "udp_ports.json"
         ports.write_text(json.dumps({str(p): list(a)
                                      for p, a in cluster.switch.udp_ports.items()}))
