@@ -108,7 +108,6 @@ class Round:
         self.takeover_look = -np.inf  # no chunk's takeover is due before this (helpers)
         self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
         self.lost = np.zeros(self.n, bool)  # a later chunk's result came first: ask again
-        self.busy = np.zeros(self.n, bool)  # its borrowed slot was busy: not started yet
         self.pending_at = np.full(self.n, np.nan)  # when a PENDING last said it waits on peers
         self.sums = np.zeros((self.n, P.LANES), np.int32)
         self.exps = np.zeros(self.n, np.uint16)

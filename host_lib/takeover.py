@@ -118,8 +118,7 @@ class HelperRole:
         after = max(2 * self.rto.rto, plan.takeover_after)
         lo = max(0, rnd.next_to_send - self.slots)
         window = slice(lo, rnd.next_to_send)
-        waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)
-                                 & ~rnd.busy[window]) + lo
+        waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)) + lo
         # The chunk's helper acts first. The next one in duty order steps in later, should the
         # first be slow, or be a straggler itself; the switch then names the second.
         turn = (plan.helpers.index(self.worker) - (rnd.base + waiting)) % len(plan.helpers)

@@ -393,7 +393,6 @@ class Transport(HelperRole):
                       else str(reason)] += 1
         if rnd.done[j]:
             return
-        rnd.busy[j] = reason == P.Bounce.BUSY
         if reason == P.Bounce.PENDING:
             # The chunk waits on peers; every worker hears the answer to one worker's question.
             # (No round-trip sample from this chunk: its result will have waited on a peer.)
@@ -443,13 +442,6 @@ class Transport(HelperRole):
             else:
                 rnd.attempt[j] = 1
                 self._taken(rnd, stats, j, helper, False)
-        elif reason == P.Bounce.BUSY:
-            # A borrowed slot whose pool lanes hold another job's chunk: nothing was summed.
-            # Ask again after a question timeout, backed off while the slot stays busy (its
-            # holder may wait on a straggler); a helper does not take it over meanwhile.
-            rnd.lost[j] = rnd.busy[j] = True
-            rnd.backoff[j] += 1
-            rnd.due(j, now + self.ask_rto.backoff(int(rnd.backoff[j])))
         elif reason == P.Bounce.SCALE_MISMATCH:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")

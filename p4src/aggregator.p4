@@ -236,8 +236,22 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
             } else if (newer && lanes_busy) {
-                response = RESPOND_BOUNCE;        /* not started: try again later */
-                bounce_reason = BOUNCE_BUSY;
+                /* The pool's lanes hold another job's chunk: the chunk starts taken over, by
+                 * the worker whose contribution found them busy, with that contribution as
+                 * its partial (as ATP's parameter server sums what finds no aggregator). */
+                if (unfinished) {
+                    evictions.count((bit<32>)meta.job_index);
+                }
+                held_run = hdr.sa.run;
+                held_chunk = hdr.sa.chunk;
+                state = SLOT_TAKEN;
+                helper = hdr.sa.worker;
+                bitmap = meta.worker_bit;
+                count = 1;
+                scale = hdr.sa.scale;
+                exp = hdr.sa.exp;
+                changed = true;
+                response = RESPOND_PARTIAL;       /* the packet's own lanes */
             } else if (newer) {
                 if (unfinished) {
                     evictions.count((bit<32>)meta.job_index);

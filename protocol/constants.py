@@ -65,7 +65,6 @@ class Bounce(enum.IntEnum):
     NOT_HELD = 4
     SCALE_MISMATCH = 5
     OLD_RUN = 6
-    BUSY = 7
 
 
 class SlotState(enum.IntEnum):

@@ -31,7 +31,6 @@ const bit<8> BOUNCE_TAKEN          = 3;
 const bit<8> BOUNCE_NOT_HELD       = 4;
 const bit<8> BOUNCE_SCALE_MISMATCH = 5;
 const bit<8> BOUNCE_OLD_RUN        = 6;   /* the slot holds a newer run of the job */
-const bit<8> BOUNCE_BUSY           = 7;   /* the borrowed lanes hold another job's chunk */
 
 /* Holder of a pool aggregator's lanes (lane_holder register): 0 = free, else the holding
  * aggregator's index + 1, with POOL_HELD while its chunk is aggregating. */

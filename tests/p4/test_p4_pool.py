@@ -62,23 +62,37 @@ def test_a_borrowed_slot_sums_in_the_pool_and_its_lanes_go_to_the_next_claim(job
     assert controller.read_slot(11, BORROWED)[0].state == P.SlotState.COMPLETE
 
 
-def test_a_chunk_held_for_a_straggler_keeps_the_lanes_from_the_other_job(jobs, controller):
+def test_a_chunk_that_finds_the_lanes_held_is_summed_by_a_helper(jobs, controller):
+    """Job 11's chunk holds the lanes for its straggler: job 12's chunk starts taken over by
+    the worker whose contribution found them busy, and never touches the lanes."""
     a, b = jobs
     rows = random_lanes(np.random.default_rng(2), 4)
     a.data(0, BORROWED, rows[0])  # job 11's worker 1 straggles
-    [(port, busy)] = b.data(0, BORROWED, rows[2])
-    assert port == 1 and busy.header.op == P.Op.BOUNCE and busy.header.reason == P.Bounce.BUSY
-    np.testing.assert_array_equal(busy.lanes, rows[2])  # nothing added, the lanes echoed
-    assert controller.read_slot(12, BORROWED)[0].state == P.SlotState.EMPTY
-    own = random_lanes(np.random.default_rng(3), 2)  # its own slots are unaffected
+    outs = b.data(1, BORROWED, rows[3])
+    assert sorted(port for port, _ in outs) == [1, 2]  # to every worker of job 12
+    for _, f in outs:
+        assert f.header.op == P.Op.PARTIAL and f.header.worker == 1 and f.header.job == 12
+        assert f.header.bitmap == 0b10 and f.header.count == 1
+        np.testing.assert_array_equal(f.lanes, rows[3])  # its own contribution
+    state = controller.read_slot(12, BORROWED)[0]
+    assert state.state == P.SlotState.TAKEN and state.helper == 1 and state.bitmap == 0b10
+    [(port, to_helper)] = b.data(0, BORROWED, rows[2])  # the other worker goes to the helper
+    assert port == 1 and to_helper.header.reason == P.Bounce.TAKEN
+    assert to_helper.header.worker == 1
+    assert pool_holder(controller) == held_by(controller, 11)  # job 11's sum untouched
+    own = random_lanes(np.random.default_rng(3), 2)  # job 12's own slots are unaffected
     b.data(0, 0, own[0])
     assert_result_to_all(b, b.data(1, 0, own[1]), 0, own[0] + own[1], 0b11, 2)
 
     assert_result_to_all(a, a.data(1, BORROWED, rows[1]), BORROWED, rows[0] + rows[1], 0b11, 2)
-    assert b.data(0, BORROWED, rows[2]) == []  # now it starts
-    assert_result_to_all(b, b.data(1, BORROWED, rows[3]), BORROWED, rows[2] + rows[3], 0b11, 2)
-    counters = controller.counters(12)
-    assert counters["egress"]["packets"]["BOUNCE"] == 1
+    total = rows[2] + rows[3]  # the helper's sum, stored now that the lanes are free
+    outs = b.send(1, P.Op.HELPER_RESULT, BORROWED, total, bitmap=0b11, count=2, exp=0,
+                  scale=0x8000)
+    assert_result_to_all(b, outs, BORROWED, total, 0b11, 2, flags=P.Flag.HELPER)
+    assert controller.read_slot(12, BORROWED)[0].state == P.SlotState.COMPLETE
+    assert pool_holder(controller) == held_by(controller, 12, held=False)
+    [(_, copy)] = b.data(0, BORROWED, rows[2])
+    np.testing.assert_array_equal(copy.lanes, total)
 
 
 def test_takeover_gives_the_lanes_back_and_the_helper_result_waits_for_them(jobs, controller):
@@ -118,7 +132,6 @@ def test_removing_a_job_frees_the_pool_lanes_its_chunks_hold(jobs, controller):
     a, b = jobs
     rows = random_lanes(np.random.default_rng(5), 3)
     a.data(0, BORROWED, rows[0])  # held, and its worker 1 never comes
-    assert b.data(0, BORROWED, rows[1])[0][1].header.reason == P.Bounce.BUSY
     controller.remove(11)
     assert pool_holder(controller) == 0
     assert b.data(0, BORROWED, rows[1]) == []

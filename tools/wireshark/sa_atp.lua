@@ -7,7 +7,7 @@
 
 local sa_atp = Proto("sa_atp", "SA-ATP in-network aggregation")
 local op_names = { [1] = "DATA", [2] = "RESULT", [3] = "BOUNCE", [4] = "TAKEOVER", [5] = "PARTIAL", [6] = "HELPER_DATA", [7] = "HELPER_RESULT" }
-local bounce_names = { [1] = "PENDING", [2] = "STALE", [3] = "TAKEN", [4] = "NOT_HELD", [5] = "SCALE_MISMATCH", [6] = "OLD_RUN", [7] = "BUSY" }
+local bounce_names = { [1] = "PENDING", [2] = "STALE", [3] = "TAKEN", [4] = "NOT_HELD", [5] = "SCALE_MISMATCH", [6] = "OLD_RUN" }
 
 local fields = {
     version = ProtoField.uint8("sa_atp.version", "Version", base.DEC, nil, 0xf0),

@@ -27,7 +27,6 @@ const bit<8> BOUNCE_TAKEN = 0x03;
 const bit<8> BOUNCE_NOT_HELD = 0x04;
 const bit<8> BOUNCE_SCALE_MISMATCH = 0x05;
 const bit<8> BOUNCE_OLD_RUN = 0x06;
-const bit<8> BOUNCE_BUSY = 0x07;
 
 const bit<8> SLOT_EMPTY = 0x00;
 const bit<8> SLOT_AGGREGATING = 0x01;
