@@ -39,7 +39,8 @@ class HelperDuty:
     chunk: int
     slot: int
     flags: int  # the shadow-set bit
-    expected: int  # bitmap that completes the chunk
+    expected: int  # bitmap of the workers that may contribute
+    fanin: int = 0  # contributions that complete the chunk, as the switch's fan-in (0: all)
     scale: int | None = None
     partial: np.ndarray | None = None  # the switch's partial sum, once received
     partial_bitmap: int = 0
@@ -75,12 +76,14 @@ class HelperDuty:
 
     def try_complete(self, now: float) -> bool:
         """Sum the partial and the direct contributions it does not hold, once together they
-        cover every expected worker."""
+        are the fan-in's worth of expected workers (every one of them without an in-band
+        fan-in: a k-of-n worker that sits the call out never sends)."""
         if self.result is not None:
             return False
         direct_bits = sum(1 << w for w in self.direct)
         have = self.partial_bitmap | direct_bits
-        if have & self.expected != self.expected:
+        needed = self.fanin or bin(self.expected).count("1")
+        if bin(have & self.expected).count("1") < needed:
             return False
         total = np.zeros(P.LANES, np.int32) if self.partial is None else self.partial.copy()
         for worker, lanes in self.direct.items():
@@ -184,7 +187,7 @@ class HelperRole:
         duty = self.duties.get(chunk)
         if duty is None:
             duty = HelperDuty(chunk, chunk % self.slots, (chunk // self.slots) % 2,
-                              plan.expected or self.all_workers)
+                              plan.expected or self.all_workers, plan.fanin)
             self.duties[chunk] = duty
         return duty
 
