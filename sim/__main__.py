@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from examples.harness import QUICK_SCENARIOS, SCENARIOS
+from examples.harness import QUICK_SCENARIOS
 from examples.launch import METHODS as TESTBED_METHODS
 from sim import calibration, efficiency, report
 from sim.studies import SEEDS, add_speedups, run_case, studies
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     efficiency.write(points, eff, args.out)
     print(f"statistical efficiency: {eff}")
 
-    scenarios = QUICK_SCENARIOS if args.quick else list(SCENARIOS)
+    scenarios = QUICK_SCENARIOS if args.quick else calibration.REPLAYED
     rows = calibration.compare(scenarios, list(TESTBED_METHODS), train=not args.quick)
     calibration.write(rows, args.out)
     report.plot_calibration(rows, args.out / "calibration.png", calibration.TOLERANCE)
