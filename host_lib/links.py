@@ -88,6 +88,9 @@ class UdpTunnelLink:
         self.sock.connect(switch_addr)
         self.sock.setblocking(False)
         self.io = UdpBatch(self.sock, mode)
+        # Attach: the switch's tunnel port sends to whoever last sent to it, so without this a
+        # worker that sits its first calls out (k-of-n, DPAR) would miss the job's results.
+        self.send(b"")
 
     def fileno(self) -> int:
         return self.sock.fileno()

@@ -3,7 +3,8 @@
 A UDP-tunnel port ``N@udp:HOST:PORT`` binds ``HOST:PORT``; every datagram received there is one
 whole Ethernet frame entering switch port ``N``, and frames leaving port ``N`` are sent to the
 address that most recently sent a datagram to it (frames for a port with no peer yet are dropped
-and counted).  This lets worker processes attach to the switch without root or veth pairs.
+and counted); an empty datagram only makes its sender the port's peer.  This lets worker
+processes attach to the switch without root or veth pairs.
 
 One thread waits on all port sockets and feeds every received frame to the dataplane. Ports
 receive in batches and the frames that the batch sends out leave in batches, port by port, after
@@ -116,7 +117,7 @@ class UdpPort(Port):
             if last != self._peer_name:
                 self._peer_name, self.peer = last, address(last)
         return [self._rows[i, :length].tobytes()
-                for i, length in enumerate(self.io.lengths[:n].tolist())]
+                for i, length in enumerate(self.io.lengths[:n].tolist()) if length]
 
     def send(self, frame: bytes) -> None:
         if self.peer is None:

@@ -4,9 +4,12 @@ once, and the gloo fallback when the switch dies."""
 
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import pytest
 
+from host_lib.rounds import RoundPlan
 from protocol import constants as P
 from tests.quant_reference import AllreduceReference
 from topologies.local import LocalCluster, local_job
@@ -267,3 +270,35 @@ def test_the_communicator_loads_the_kernels_its_calls_run(tmp_path):
     for loaded, added in results.values():
         assert all(loaded)
         assert not any(added)
+
+
+def sit_out_first(comm, arg):
+    """Fan-in 2 of 3; worker 2 sits the call out and has sent nothing before it."""
+    ready, values = arg
+    if comm.config.worker == 2:
+        ready.set()  # its link exists: the others may start
+    else:
+        assert ready.wait(60)
+    plan = RoundPlan(fanin=2, contribute=comm.config.worker != 2)
+    out = comm.allreduce_int(values, plan)
+    stats = comm.last_stats
+    comm.close()
+    return out, stats.timeouts, dict(stats.bounces)
+
+
+def test_a_worker_that_has_sent_nothing_yet_gets_the_jobs_results(tmp_path):
+    """The embedded switch's tunnel port sends to whoever last sent to it: a worker that sat
+    out its first call (an overtaken k-of-n worker) missed every multicast result, and had to
+    ask its peers for each after a probe timeout (48 of 48 chunks), until its link attached to
+    its port when opened."""
+    ready = multiprocessing.get_context("spawn").Event()
+    rng = np.random.default_rng(5)
+    values = [rng.integers(-1000, 1000, 48 * P.LANES, dtype=np.int32) for _ in range(3)]
+    with LocalCluster([local_job(1, 3, slots=8, inband_fanin=True)], tmp_path) as cluster:
+        results = cluster.run_workers(sit_out_first, {1: [(ready, v) for v in values]},
+                                      timeout=120)
+    expected = values[0].astype(np.int64) + values[1]
+    for w in range(3):
+        np.testing.assert_array_equal(results[(1, w)][0], expected)
+    out, timeouts, bounces = results[(1, 2)]
+    assert timeouts == 0 and "STALE" not in bounces
