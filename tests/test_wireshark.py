@@ -66,7 +66,7 @@ def capture(pcap_dir: Path, run_dir: Path) -> list[bytes]:
                 job.frame(0, P.Op.DATA, 0, a, flags=P.Flag.RETX, **data)]
         for f in sent:
             w0.send(f)
-        expect(w0, P.Op.BOUNCE)  # PENDING: chunk 0 waits for worker 1
+        expect(w0, P.Op.BOUNCE), expect(w1, P.Op.BOUNCE)  # PENDING: chunk 0 waits for worker 1
         sent.append(job.frame(1, P.Op.DATA, 0, b, **data))
         w1.send(sent[-1])
         expect(w0, P.Op.RESULT), expect(w1, P.Op.RESULT)
