@@ -235,38 +235,31 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         } else if (hdr.sa.op == OP_DATA) {
             if ((meta.expected & meta.worker_bit) == 0) {
                 meta.drop_reason = DROP_NOT_EXPECTED;
-            } else if (newer && lanes_busy) {
-                /* The pool's lanes hold another job's chunk: the chunk starts taken over, by
-                 * the worker whose contribution found them busy, with that contribution as
-                 * its partial (as ATP's parameter server sums what finds no aggregator). */
-                if (unfinished) {
-                    evictions.count((bit<32>)meta.job_index);
-                }
-                held_run = hdr.sa.run;
-                held_chunk = hdr.sa.chunk;
-                state = SLOT_TAKEN;
-                helper = hdr.sa.worker;
-                bitmap = meta.worker_bit;
-                count = 1;
-                scale = hdr.sa.scale;
-                exp = hdr.sa.exp;
-                changed = true;
-                response = RESPOND_PARTIAL;       /* the packet's own lanes */
             } else if (newer) {
                 if (unfinished) {
                     evictions.count((bit<32>)meta.job_index);
                 }
                 held_run = hdr.sa.run;
                 held_chunk = hdr.sa.chunk;
-                state = SLOT_AGGREGATING;
                 bitmap = meta.worker_bit;
                 count = 1;
                 scale = hdr.sa.scale;
                 exp = hdr.sa.exp;
-                lane_op = LANES_STORE;
                 changed = true;
-                new_holder = me | POOL_HELD;
-                response = RESPOND_ABSORB;
+                if (lanes_busy) {
+                    /* The pool's lanes hold another job's chunk: the chunk starts taken over,
+                     * by the worker whose contribution found them busy, with that contribution
+                     * as its partial (as ATP's parameter server sums what finds no
+                     * aggregator). */
+                    state = SLOT_TAKEN;
+                    helper = hdr.sa.worker;
+                    response = RESPOND_PARTIAL;   /* the packet's own lanes */
+                } else {
+                    state = SLOT_AGGREGATING;
+                    lane_op = LANES_STORE;
+                    new_holder = me | POOL_HELD;
+                    response = RESPOND_ABSORB;
+                }
             } else if (!held) {
                 response = RESPOND_BOUNCE;
                 bounce_reason = BOUNCE_STALE;

@@ -42,8 +42,9 @@ def testbed_rows() -> dict[tuple[str, str], dict]:
 
 # The testbed scenarios the simulator replays: not those whose jobs borrow slots from the
 # switch's shared pool (docs/protocol.md §4.6). The simulator's pool (aggregation.SlotPool) is
-# ATP's, which sends a block that finds no free aggregator to the parameter server at once;
-# borrowed slots wait and ask again.
+# ATP's, which sends a block that finds no free aggregator to the parameter server; the
+# switch's sends such a chunk to a worker, and neither that path's cost nor the two jobs'
+# contention on two cores is calibrated.
 REPLAYED = [name for name, s in SCENARIOS.items() if not s.borrow]
 
 

@@ -61,7 +61,7 @@ def test_two_jobs_sharing_the_pool_get_exact_sums(tmp_path, loss):
 
 def fanin_calls(comm, arg):
     """A k-of-n job's calls (fan-in 2 of 3; worker 2 sits them out, and the others stay until
-    it has its results: it recovers them from its peers) or, for the other job, the straggler
+    it has its results, which it may have to ask them for) or, for the other job, the straggler
     pattern above; returns the sums and the chunks taken over."""
     job, straggle, wait = arg
     if job == 2:
