@@ -62,6 +62,7 @@ def capture(pcap_dir: Path, run_dir: Path) -> list[bytes]:
         controller.reconcile()
         controller.admit(job.spec)
         w0, w1 = (UdpTunnelLink(switch.udp_ports[p]) for p in (1, 2))
+        time.sleep(0.2)  # both links' attachments reach their ports before any frame does
         sent = [job.frame(0, P.Op.DATA, 0, a, **data),
                 job.frame(0, P.Op.DATA, 0, a, flags=P.Flag.RETX, **data)]
         for f in sent:
