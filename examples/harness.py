@@ -35,6 +35,7 @@ from examples.results import (
     summary,
     write_csv,
 )
+from examples.stragglers import PROFILES, StepTimeProfile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +53,18 @@ class Scenario:
     # no straggler and plain in-network aggregation: whether one job's straggler, or the
     # method that handles it, costs another job anything.
     neighbour: bool = False
+    # The links carry this model's gradient at --link-gbps, scaled to the emulated compute:
+    # the wire time of a worker's gradient is the same multiple of an even share's compute as
+    # this model's gradient's is of its own step (examples/emulated_link.py).
+    network_model: str = "resnet50"
+
+    def wire_ms(self, profiles: Path, compute: str, share: int, gbps: float) -> float:
+        """How long a worker's gradient takes to cross its link (0 without emulation)."""
+        if not gbps:
+            return 0.0
+        net = StepTimeProfile.load(profiles, self.network_model)
+        ratio = net.grad_bytes * 8 / (gbps * 1e9) / net.time(share)
+        return 1e3 * ratio * StepTimeProfile.load(profiles, compute).time(share)
 
 
 SCENARIOS = {
@@ -64,25 +77,29 @@ SCENARIOS = {
     "heterogeneous": Scenario("three speed classes: workers 0-1 at 1x, worker 2 at 1.6x, "
                               "worker 3 at 2.5x", speed_classes="1,1.6,2.5"),
     # VGG-16 on an H100 at 100 Gb/s: its 553 MB gradient takes 44 ms to send, a 64-sample step
-    # 32 ms: communication is 1.4x the compute. The padding gives this testbed's switch path
-    # about that ratio against the emulated ResNet-50 step (34 ms for 64 samples), measured as
-    # the straggler's communication time (it waits on nobody).
+    # 31 ms: communication is 1.4x the compute, and the links are emulated so (48 ms against
+    # the emulated ResNet-50 step of 34 ms). The padding makes this testbed's switch path take
+    # about that long on its own, measured as the straggler's communication time (it waits on
+    # nobody), so the gradient the switch sums is as large as the time it is given.
     "comm-heavy": Scenario("worker 3 is 3x slower, and communication takes about 1.4x the "
                            "compute (VGG-16's ratio at 100 Gb/s): the gradient is padded with "
-                           "32,000 zeros", stragglers="3x@3", pad_gradient=32000),
+                           "32,000 zeros", stragglers="3x@3", pad_gradient=32000,
+                           network_model="vgg16"),
     # The switch's aggregators held by chunks that wait for a straggler stall everyone's
     # window when the job has fewer of them than its window wants (ATP's regime): the
     # comm-heavy job with 8 aggregators instead of 64.
     "slot-budget": Scenario("comm-heavy with a slot budget: worker 3 is 3x slower, the "
                             "gradient padded with 32,000 zeros, and the job has 8 aggregators "
-                            "(64 elsewhere)", stragglers="3x@3", pad_gradient=32000, slots=8),
+                            "(64 elsewhere)", stragglers="3x@3", pad_gradient=32000, slots=8,
+                            network_model="vgg16"),
     # The slot-budget job beside a second one (ATP's multi-job setting). Each job's aggregators
     # are its own range on the switch (docs/protocol.md §4), so the straggler's held slots can
     # cost the neighbour only what the two share: the switch's pipeline and the machine's cores.
     "multi-job": Scenario("the slot-budget job (worker 3 3x slower, gradient padded with 32,000 "
                           "zeros, 8 aggregators) beside a second job of 4 workers with its own 8 "
                           "aggregators, no straggler, plain in-network aggregation",
-                          stragglers="3x@3", pad_gradient=32000, slots=8, neighbour=True),
+                          stragglers="3x@3", pad_gradient=32000, slots=8, neighbour=True,
+                          network_model="vgg16"),
     # ATP's multi-job setting as ATP has it: the two jobs' aggregators are mostly a pool they
     # share (docs/protocol.md §4.6), so the chunks that wait for one job's straggler hold
     # lanes the other job wants, until they complete or a helper takes them over.
@@ -91,7 +108,8 @@ SCENARIOS = {
                             "second job of 4 workers with no straggler, plain in-network "
                             "aggregation; each has 8 aggregators of its own and borrows 56 "
                             "from a pool of 56 they share", stragglers="3x@3",
-                            pad_gradient=32000, slots=8, borrow=56, neighbour=True),
+                            pad_gradient=32000, slots=8, borrow=56, neighbour=True,
+                            network_model="vgg16"),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
 
@@ -109,6 +127,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--global-batch", type=int, default=256)
     p.add_argument("--profile", default="resnet50",
                    help="emulated per-sample compute of this model on an H100")
+    p.add_argument("--link-gbps", type=float, default=100.0,
+                   help="emulated host links (examples/emulated_link.py): each scenario's "
+                        "model's gradient at this rate, scaled to the emulated compute; 0: "
+                        "this machine's own speed, which is loopback's for gloo")
     p.add_argument("--target-accuracy", type=float, help="default 0.95, quick 0.90")
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
@@ -140,11 +162,22 @@ def log_dir(args, scenario: str, method: str, seed: int) -> Path:
     return cell / f"seed{seed}" if args.repeat > 1 else cell
 
 
+def links(args) -> str:
+    return (f"host links emulated at {args.link_gbps:g} Gb/s" if args.link_gbps
+            else "no link emulation (gloo at loopback speed)")
+
+
+def wire_ms(args, scenario: Scenario) -> float:
+    return scenario.wire_ms(PROFILES, args.profile, args.global_batch // args.workers,
+                            args.link_gbps)
+
+
 def run(args, scenario: Scenario, method: str, logs: Path, seed: int):
     comm, policy = METHODS[method].comm, METHODS[method].policy
     common = ["--iterations", str(args.iterations), "--seed", str(seed),
               "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
               "--profile", args.profile, "--pad-gradient", str(scenario.pad_gradient),
+              "--wire-ms", f"{wire_ms(args, scenario):.3f}",
               "--no-progress"]
     # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
     run_training(logs, args.workers, comm, [
@@ -169,7 +202,7 @@ def main(argv=None) -> None:
     seeds = f" x {args.repeat} seeds" if args.repeat > 1 else ""
     print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods"
           f"{seeds}, {args.workers} workers, {args.iterations} iterations each, compute "
-          f"emulated as {args.profile} on an H100", flush=True)
+          f"emulated as {args.profile} on an H100, {links(args)}", flush=True)
     started = time.time()
     if not args.report_only:
         compile_kernels(args.workers)
@@ -223,7 +256,8 @@ def write_summary(rows: list[dict], args) -> str:
              f"seeds {args.seeds[0]}-{args.seeds[-1]}: each number the median of {args.repeat} "
              "runs, times to accuracy with their range")
     header = (f"{args.workers} workers, global batch {args.global_batch}, {args.iterations} "
-              f"iterations per run, compute emulated as {args.profile} on an H100 ({seeds}). "
+              f"iterations per run, compute emulated as {args.profile} on an H100, "
+              f"{links(args)} ({seeds}). "
               f"Iteration times in ms; time to {args.target_accuracy:.0%} test "
               "accuracy on the job's wall clock; bold: the best of the scenario.\n")
     tables = scenario_tables(rows, args.target_accuracy)

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+PROFILES = Path(__file__).resolve().parent / "profiles" / "h100_step_times.json"
+
 
 @dataclass(frozen=True)
 class StepTimeProfile:
@@ -29,6 +31,7 @@ class StepTimeProfile:
     a: float
     c: float
     model: str = ""
+    grad_bytes: int = 0  # the model's float32 gradient, where the profile records it
 
     def time(self, batch: int) -> float:
         return self.a * batch + self.c if batch > 0 else 0.0
@@ -39,7 +42,7 @@ class StepTimeProfile:
         if model not in models:
             raise KeyError(f"no profile for {model!r} in {path}; it has {sorted(models)}")
         m = models[model]
-        return cls(m["fit_a_s_per_sample"], m["fit_c_s"], model)
+        return cls(m["fit_a_s_per_sample"], m["fit_c_s"], model, m.get("grad_bytes_fp32", 0))
 
 
 @dataclass

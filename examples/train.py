@@ -37,14 +37,13 @@ from torch.distributed.distributed_c10d import _get_default_store
 from torch.nn.parallel import DistributedDataParallel
 
 from examples import digits
-from examples.stragglers import SlowdownSchedule, StepTimeProfile, pad_to
+from examples.emulated_link import EmulatedLink
+from examples.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile, pad_to
 from host_lib.ddp_hook import sa_atp_hook
 from host_lib.policies.base import IterationPlan
 from host_lib.policies.driver import PendingGradient, PolicyDriver
 from host_lib.policies.registry import POLICIES, make_policy
 from host_lib.sampling import GlobalBatchSampler
-
-PROFILES = Path(__file__).resolve().parent / "profiles" / "h100_step_times.json"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -71,6 +70,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pad-gradient", type=int, default=0,
                    help="communicate this many more (zero) gradient elements per iteration, "
                         "as a larger model would")
+    p.add_argument("--wire-ms", type=float, default=0.0,
+                   help="emulate host links on which this worker's whole gradient takes this "
+                        "long to send (examples/emulated_link.py); 0: this machine's speed")
     p.add_argument("--micro-batches", type=int, default=8,
                    help="work stealing: micro-batches per worker's share")
     p.add_argument("--silence-timeout", type=float, default=5.0)
@@ -148,6 +150,13 @@ class Trainer:
                                                seed=args.seed)
         self.profile = (StepTimeProfile.load(args.profile_file, args.profile) if args.profile
                         else None)
+        starts = args.log_dir / "link_starts.bin"
+        if args.wire_ms and rank == 0:
+            EmulatedLink.create_board(starts, world)
+        if args.wire_ms:
+            dist.barrier()  # the board exists
+        self.link = EmulatedLink(args.wire_ms / 1e3, world, rank, ring=not self.switch,
+                                 starts=starts)
 
     def plan(self, it: int) -> IterationPlan:
         return self.driver.plan(it)
@@ -191,8 +200,9 @@ class Trainer:
         pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, len(mine))
-        comm_started = time.perf_counter()
+        comm_started = self.link.start(it)
         loss.backward()  # the comm hook runs here
+        self.link.finish(it, comm_started, plan.contributors, plan.fanin)
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -231,8 +241,9 @@ class Trainer:
             last = self.loss(self.ddp, mine[:0])
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
-        comm_started = time.perf_counter()
+        comm_started = self.link.start(it)
         last.backward()  # the comm hook runs here
+        self.link.finish(it, comm_started, plan.contributors, plan.fanin)
         loss += float(last.detach())
         self.driver.observe(it, self.flat_grad().numpy())
         self.optimizer.step()
@@ -274,8 +285,10 @@ class Trainer:
             result = StepResult(0.0, 0, math.nan, False, t0)
             values = np.zeros(sum(p.numel() for p in self.net.parameters()), np.float32)
         self.driver.computed(it, result.compute_s, result.samples)
+        comm_started = self.link.start(it)
         total = torch.from_numpy(self.driver.reduce(
             values, plan, lambda v: dist.all_reduce(torch.from_numpy(v))))
+        self.link.finish(it, comm_started, plan.contributors, plan.fanin)
         offset = 0
         for p in self.net.parameters():
             p.grad = total[offset:offset + p.numel()].view_as(p).clone()
