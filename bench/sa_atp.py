@@ -34,8 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from examples import harness, results
-from examples.stragglers import SlowdownSchedule, StepTimeProfile
-from examples.train import PROFILES
+from examples.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile
 
 SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy", "multi-job")
 METHODS = ("switch", "sa-atp-takeover", "sa-atp-resplit", "sa-atp")

@@ -63,11 +63,12 @@ class EmulatedLink:
             f.truncate(_ROWS * world * 2 * 8)
             os.fsync(f.fileno())
 
-    def start(self, iteration: int) -> float:
+    def start(self, iteration: int, contributes: bool = True) -> float:
         """This worker starts communicating for ``iteration``: now (perf_counter, the same clock
-        in every process of the machine)."""
+        in every process of the machine). A worker that sits the iteration out sends nothing
+        the aggregate needs, so its start is not on the board."""
         now = time.perf_counter()
-        if self._board is not None:
+        if self._board is not None and contributes:
             row = self._board[iteration % _ROWS, self.rank]
             row[0] = now
             row[1] = iteration + 1  # written last: the start is valid once its tag is

@@ -112,6 +112,7 @@ SCENARIOS = {
                             network_model="vgg16"),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
+LINK_GBPS = 100.0  # the emulated host links' rate (Scenario.network_model's gradient at it)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -127,7 +128,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--global-batch", type=int, default=256)
     p.add_argument("--profile", default="resnet50",
                    help="emulated per-sample compute of this model on an H100")
-    p.add_argument("--link-gbps", type=float, default=100.0,
+    p.add_argument("--link-gbps", type=float, default=LINK_GBPS,
                    help="emulated host links (examples/emulated_link.py): each scenario's "
                         "model's gradient at this rate, scaled to the emulated compute; 0: "
                         "this machine's own speed, which is loopback's for gloo")

@@ -200,7 +200,7 @@ class Trainer:
         pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, len(mine))
-        comm_started = self.link.start(it)
+        comm_started = self.link.start(it, round_plan.contribute)
         loss.backward()  # the comm hook runs here
         self.link.finish(it, comm_started, plan.contributors, plan.fanin)
         self.driver.observe(it, self.flat_grad().numpy())
@@ -241,7 +241,7 @@ class Trainer:
             last = self.loss(self.ddp, mine[:0])
         compute = time.perf_counter() - t0
         self.driver.computed(it, compute, samples)
-        comm_started = self.link.start(it)
+        comm_started = self.link.start(it, round_plan.contribute)
         last.backward()  # the comm hook runs here
         self.link.finish(it, comm_started, plan.contributors, plan.fanin)
         loss += float(last.detach())
@@ -285,7 +285,7 @@ class Trainer:
             result = StepResult(0.0, 0, math.nan, False, t0)
             values = np.zeros(sum(p.numel() for p in self.net.parameters()), np.float32)
         self.driver.computed(it, result.compute_s, result.samples)
-        comm_started = self.link.start(it)
+        comm_started = self.link.start(it, result.contributed)
         total = torch.from_numpy(self.driver.reduce(
             values, plan, lambda v: dist.all_reduce(torch.from_numpy(v))))
         self.link.finish(it, comm_started, plan.contributors, plan.fanin)

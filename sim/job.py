@@ -70,6 +70,10 @@ class JobSpec:
     eval_every: int = 5
     max_blocks: int = 32
     micro_batches: int = 8  # work stealing: micro-batches per share (examples/train.py)
+    # The testbed's emulated host links (examples/emulated_link.py): a call ends no sooner
+    # than this long (2 (n - 1) / n of it for a ring) after the last contribution it needs
+    # started; 0 for a real network, which the communication model carries itself.
+    wire_s: float = 0.0
     seed: int = 0
 
     @property
@@ -212,12 +216,27 @@ class Job:
 
     def _call(self, ready, plan, sends, joined):
         outcome = yield from self.comm.run(ready, CallPlan.of(plan), joined)
+        if self.spec.wire_s:
+            outcome.delivered = np.maximum(outcome.delivered, self._link_floor(plan, sends,
+                                                                               joined))
         self.result.taken += outcome.taken
         self.result.fallback += outcome.fallback
         self.result.retransmissions += outcome.retransmissions
         if outcome.summed is None:
             outcome.summed = sends
         return outcome
+
+    def _link_floor(self, plan, sends, joined) -> np.ndarray:
+        """When the emulated links let the call end (examples/emulated_link.py): the wire
+        time after the fan-in-th start among the contributors (the workers' own start for
+        those that cannot tell)."""
+        started = joined - self.spec.costs.call(plan)
+        floor = self.spec.wire_s * (2 * (self.n - 1) / self.n if self.spec.comm == "ring"
+                                    else 1.0)
+        ordered = np.sort(started[sends])
+        needed = plan.fanin or len(ordered)
+        anchor = ordered[needed - 1] if 0 < needed <= len(ordered) else started
+        return anchor + floor
 
     def _overtaken(self, plan, starts, computed, sends) -> np.ndarray:
         """k-of-n: a worker skips the iteration when ``fanin`` others published their step

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from examples.harness import SCENARIOS, Scenario
+from examples.harness import LINK_GBPS, SCENARIOS, Scenario
 from examples.launch import METHODS
-from examples.stragglers import SlowdownSchedule
+from examples.stragglers import PROFILES, SlowdownSchedule
 from host_lib.rto import RtoEstimator
 from sim.job import HostCosts, JobSpec
 from sim.network import Network, SwitchConfig
@@ -112,8 +112,9 @@ def _spec(s: Scenario, method: str, fitted: Fitted, iterations: int, train: bool
     schedule = SlowdownSchedule.parse(s.stragglers, classes=s.speed_classes, n_workers=WORKERS,
                                       transient_prob=s.transient_prob, seed=seed)
     gloo = m.comm == "gloo"
+    wire_s = s.wire_ms(PROFILES, "resnet50", GLOBAL_BATCH // WORKERS, LINK_GBPS) / 1e3
     return JobSpec(workload(s.pad_gradient), WORKERS, m.policy, "ring" if gloo else "switch",
                    Stragglers(schedule, delay_s=fitted.delay_s, delay_shape=DELAY_SHAPE,
                               seed=seed), iterations,
                    fitted.costs(gloo), GLOBAL_BATCH, train_digits=train, max_blocks=1,
-                   seed=seed)
+                   seed=seed, wire_s=wire_s)

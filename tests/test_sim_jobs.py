@@ -188,3 +188,19 @@ def test_the_testbed_replay_runs_a_multi_job_scenario_with_its_neighbour():
     beside = calibration.replay("multi-job", "switch", train=False).iter_s[1:].mean()
     by_itself = calibration.replay("slot-budget", "switch", train=False).iter_s[1:].mean()
     assert beside >= by_itself - 1e-9
+
+
+@pytest.mark.parametrize("comm,factor", [("ring", 1.5), ("switch", 1.0)])
+def test_emulated_links_end_each_call_a_wire_time_after_the_last_start(comm, factor):
+    """The testbed's emulated links (examples/emulated_link.py) replayed: with a wire time far
+    above what the network takes, every iteration of a job with a 3x straggler lasts its
+    compute (A 64 + C, three times over) plus the floor, 1.5 wire times for a ring of four and
+    one for the switch; a tiny gradient leaves nothing else that long."""
+    wire = 0.2
+    spec = trace_job("synchronous", iterations=6)
+    spec.workload = Workload("traces", StepTimeProfile(A, C), (Bucket(1 << 10, 1.0),), 64, 256)
+    spec.comm, spec.wire_s = comm, wire
+    iters = simulate([spec], NET, SwitchConfig())[0].iter_s
+    assert iters == pytest.approx(np.full(6, 3 * (A * 64 + C) + factor * wire), abs=2e-3)
+    spec.wire_s = 0.0
+    assert simulate([spec], NET, SwitchConfig())[0].iter_s.max() < 3 * (A * 64 + C) + 0.01
