@@ -210,12 +210,16 @@ class HelperRole:
         if flags & P.Flag.PROBE:
             return  # only asks for a result we do not have yet
         if duty is None:
-            if self._plan.helper(chunk) != self.worker and helper != self.worker:
+            named = flags & P.Flag.COPY  # forwarded by a peer that heard the switch name us
+            if self._plan.helper(chunk) != self.worker and helper != self.worker and not named:
                 return  # asked as a peer, and we know of no helper: the sender asks the next
-            # We are the designated helper and the partial is still on its way, or we missed
-            # it: (re)ask the switch, which re-sends it and names us. Should the slot have
-            # moved on meanwhile, the partial is gone, and every worker's own contribution
-            # completes the chunk instead: ours goes in now.
+            # We are the designated helper, or the switch named us (a chunk that met held pool
+            # lanes starts taken over by its first sender) and the partial is still on its way
+            # or we missed it: (re)ask the switch, which re-sends it and names us. Should the
+            # slot have moved on meanwhile, the partial is gone, and every worker's own
+            # contribution completes the chunk instead: ours goes in now. (A peer that heard
+            # the switch name us is the only one left who knows: without the forwarded copy
+            # counting as that news, the chunk waited for us while we waited for a helper.)
             duty = self._duty(chunk, self._plan)
             self._send_control(P.Op.TAKEOVER, chunk)
             stats.takeovers += 1

@@ -10,7 +10,7 @@ from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSi
 from host_lib.rto import RtoEstimator
 from host_lib.transport import Transport
 from protocol import constants as P
-from protocol.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
+from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes, frames_from_bytes
 
 WORKER = Endpoint("02:00:00:00:00:01", "10.0.0.1")
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
@@ -240,3 +240,37 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
         assert rnd.asked_takeover[chunk - base] == now
     assert transport._take_over(rnd, stats, now) == pytest.approx(expected_look)
     assert len(transport.link.sent) == len(expected)
+
+
+def test_a_helper_that_missed_its_naming_takes_the_news_from_a_forwarded_copy():
+    """Worker 0 of three met held pool lanes, so the switch started its chunk taken over with
+    worker 0 as the helper (docs/protocol.md §4.6); the PARTIAL saying so was lost to it, and
+    the slot moved on before it asked again (STALE). Only its peers know it is the helper:
+    each forwards the contribution it asks them about back to it, marked COPY. It must take
+    that as its naming and complete the sum from every worker's own contribution (it dropped
+    them, and the chunk waited for a helper that waited for news: the job stalled)."""
+    peers = {w: Endpoint(f"02:00:00:00:00:0{w + 1}", f"10.0.0.{w + 1}") for w in range(3)}
+    own, others = 5, {1: 10, 2: 20}
+
+    def switch(h):
+        if h.op == P.Op.DATA:  # the first send's PARTIAL is lost; the question meets STALE
+            return [reply(P.Op.BOUNCE, 0, reason=P.Bounce.STALE)] if h.flags & P.Flag.RETX \
+                else []
+        if h.op == P.Op.HELPER_DATA and h.reason != 0:  # to a peer, which knows the helper
+            return [reply(P.Op.HELPER_DATA, 0, own, worker=h.reason, fanin=0, reason=0,
+                          flags=P.Flag.COPY),
+                    *(reply(P.Op.HELPER_DATA, 0, v, worker=w, reason=0) for w, v in others.items())]
+        if h.op == P.Op.HELPER_RESULT:
+            summed = int(frame_lanes(link.sent[-1])[0])  # every lane holds the same sum
+            return [reply(P.Op.RESULT, 0, summed, bitmap=h.bitmap, count=h.count,
+                          flags=P.Flag.HELPER)]
+        return []
+
+    link = ScriptedLink(switch)
+    transport = make_transport(link, slots=1, peers=peers, stall_timeout=3.0)
+    transport.rto.sample(0.01)
+    rnd = make_round(1)
+    rnd.frames["lanes"][0] = own
+    transport.run(rnd, CallStats())
+    assert rnd.done[0] and int(rnd.sums[0][0]) == own + sum(others.values())
+    assert int(rnd.bitmaps[0]) == 0b111
