@@ -12,8 +12,10 @@ import argparse
 import time
 from pathlib import Path
 
+from examples.harness import LINK_GBPS
 from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import Run, load_run, plot_iteration_times, table
+from examples.stragglers import PROFILES, StepTimeProfile
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_METHODS = ("gloo", "switch", "sa-atp-takeover", "sa-atp")
@@ -32,6 +34,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", default="resnet50",
                    help="emulated per-sample compute of this model on an H100 ('' = real "
                         "compute of the small model)")
+    p.add_argument("--link-gbps", type=float, default=LINK_GBPS,
+                   help="emulated host links (examples/emulated_link.py): the profile's "
+                        "model's gradient at this rate; 0: this machine's own speed")
     p.add_argument("--target-accuracy", type=float, default=0.95)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "main_job")
     p.add_argument("--seed", type=int, default=0)
@@ -48,6 +53,9 @@ def run_method(args, method: str) -> Run:
         train_args += ["--stragglers", f"{args.straggler}x@{args.workers - 1}"]
     if args.profile:
         train_args += ["--profile", args.profile]
+    if args.profile and args.link_gbps:
+        grad_bytes = StepTimeProfile.load(PROFILES, args.profile).grad_bytes
+        train_args += ["--wire-ms", f"{grad_bytes * 8 / (args.link_gbps * 1e9) * 1e3:.3f}"]
     if args.quiet:
         train_args.append("--no-progress")
     log_dir = args.out / method
@@ -62,7 +70,8 @@ def main(argv=None) -> None:
     compile_kernels(args.workers)
     runs = [run_method(args, m) for m in methods]
     print(f"\n{args.workers} workers, worker {args.workers - 1} {args.straggler:g}x slower, "
-          f"{args.iterations} iterations, compute emulated as {args.profile or 'real'}")
+          f"{args.iterations} iterations, compute emulated as {args.profile or 'real'}, "
+          f"links {f'at {args.link_gbps:g} Gb/s' if args.profile and args.link_gbps else 'not emulated'}")
     print(table(runs, args.target_accuracy))
     plot = plot_iteration_times(runs, args.out / "iteration_times.png",
                                 title=f"{args.workers} workers, one {args.straggler:g}x straggler")
