@@ -16,7 +16,8 @@ contributions already wait in the switch when the straggler's arrive, so the tai
 compute is shorter than a balanced job's can be: 6–10 ms against ~10 ms at static 3x. The bound
 with that tail is reported too, as ``sa_atp_vs_straggler_tail_bound``.)
 
-In the multi-job scenario a second job trains beside the measured one on the same switch; its
+In the multi-job and shared-pool scenarios a second job trains beside the measured one on the
+same switch (in shared-pool borrowing from the same pool of aggregators); its
 iteration mean beside each method is recorded too (takeover would pay there if the straggler's
 held aggregators cost the neighbour anything).
 
@@ -36,7 +37,8 @@ import numpy as np
 from examples import harness, results
 from examples.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile
 
-SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy", "multi-job")
+SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy", "multi-job",
+             "shared-pool")
 METHODS = ("switch", "sa-atp-takeover", "sa-atp-resplit", "sa-atp")
 WORKERS = 4
 GLOBAL_BATCH = 256

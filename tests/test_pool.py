@@ -39,12 +39,12 @@ def pooled_calls(comm, arg):
     return outs, taken
 
 
-# Not under loss: with 5 % loss each way, job 1 (the straggling job) stalled once in four
-# clean-clone runs, 29 chunks pending for 60 s on every worker (open, see the session notes).
-@pytest.mark.parametrize("loss", [0.0])
+@pytest.mark.parametrize("loss", [0.0, 0.05])
 def test_two_jobs_sharing_the_pool_get_exact_sums(tmp_path, loss):
     """Job 1's worker 2 straggles before every call, so its peers' chunks hold pool lanes
-    that job 2's chunks then meet."""
+    that job 2's chunks then meet. Under loss, a chunk's first sender, which the switch names
+    its helper when the chunk meets held lanes, may miss that news (this stalled a job before
+    a forwarded contribution counted as the naming, tests/test_transport_rules.py)."""
     straggling = multiprocessing.get_context("spawn").Event()
     jobs = [local_job(1, 3, slots=2, borrow=6), local_job(2, 3, first_port=4, slots=2, borrow=6)]
     with LocalCluster(jobs, tmp_path, pool_slots=6) as cluster:
