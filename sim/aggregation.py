@@ -22,9 +22,11 @@ other workers' windows move on, the missing workers' data go to the helper, whic
 host and has the switch multicast the result. Helper traffic has its own FIFO per helper,
 beside the helper's data and result streams (which it would share the link with).
 
-Shared pool (ATP): a block that finds too few free aggregators is aggregated by the job's
-parameter server instead: every contribution goes there, it sums on its host and sends the
-result back through the switch's multicast.
+Shared pool: a block that finds too few free aggregators is summed on a host instead, either
+ATP's way (the job's parameter server: every contribution goes there) or SA-ATP's (the block
+starts taken over by its first sender, whose own contribution is the partial: the others' go to
+it as to a helper, docs/protocol.md §4.6); the host sends the result back through the switch's
+multicast.
 
 Loss: each packet is lost with probability ``loss``; a lost data packet delays its worker's
 contribution, a lost result its receiver, by the retransmission timeouts it takes (doubling).
@@ -48,7 +50,7 @@ class Outcome:
 
     delivered: np.ndarray
     taken: int = 0  # block-racks resolved by a helper
-    fallback: int = 0  # blocks aggregated by the parameter server (pool exhausted)
+    fallback: int = 0  # blocks summed on a host because the pool had no free aggregators
     retransmissions: int = 0
     summed: np.ndarray | None = None  # whose contributions the (last) result sums
 
@@ -176,7 +178,11 @@ class SwitchAggregation:
             notice = np.full(self.n, np.inf)
             if self.pool is not None and not self.pool.claim(self.holds):
                 out.fallback += 1
-                done = self._at_server(first, last, senders, p)
+                if self.switch.pool_overflow == "sender":
+                    done, handed = self._at_sender(first, last, senders, p)
+                    notice[senders] = np.maximum(handed, last[senders]) + lat
+                else:
+                    done = self._at_server(first, last, senders, p)
                 delivered = self._deliver(done, p)
             else:
                 done, delivered, release = self._through_switch(j, sent, first, last, plan,
@@ -287,6 +293,22 @@ class SwitchAggregation:
         for r, rack in enumerate(self.racks):
             out[rack] = self.links.stream_down(rack, at_leaf[r], p) + self.net.latency_s
         return out
+
+    def _at_sender(self, first, last, senders, p: int) -> tuple[float, float]:
+        """SA-ATP's overflow: the first contribution to arrive starts the block taken over by
+        its sender, which already holds it; the others' reach that host as a helper's data do,
+        it sums and sends the result through the switch's multicast. Returns when the result
+        is complete at the switch and when the block was handed over."""
+        h = senders[np.argmin(first[senders])]
+        others = senders[senders != h]
+        arrived = [float(last[h])]
+        for m in others[np.argsort(last[others])]:
+            arrived.append(self.helper_links.receive([h], last[m], p)[0])
+        lat = self.net.latency_s
+        summed = max(arrived) + lat + len(senders) * p * self.net.payload_bytes \
+            / self.net.host_add_Bps
+        _, end = self.helper_links.send([h], summed, p)
+        return float(end[0]) + lat + p / self.switch.complete_pps, float(first[h])
 
     def _at_server(self, first, last, senders, p: int) -> float:
         """ATP's fallback: the parameter server receives every contribution, sums them on its

@@ -41,10 +41,10 @@ def testbed_rows() -> dict[tuple[str, str], dict]:
 
 
 # The testbed scenarios the simulator replays: not those whose jobs borrow slots from the
-# switch's shared pool (docs/protocol.md §4.6). The simulator's pool (aggregation.SlotPool) is
-# ATP's, which sends a block that finds no free aggregator to the parameter server; the
-# switch's sends such a chunk to a worker, and neither that path's cost nor the two jobs'
-# contention on two cores is calibrated.
+# switch's shared pool (docs/protocol.md §4.6). The replay sends a job's gradient as one block
+# (max_blocks=1), which claims its aggregators at once, where the testbed claims pool lanes
+# chunk by chunk beside a share of its own; the simulator's pool has no guaranteed shares, and
+# the two jobs' contention on two cores is not calibrated.
 REPLAYED = [name for name, s in SCENARIOS.items() if not s.borrow]
 
 

@@ -50,11 +50,14 @@ class Network:
 class SwitchConfig:
     """An aggregation switch. ``slots`` aggregators of K lanes (one packet each) are a job's
     window (SwitchML's pool); with ``shared_pool`` set, jobs instead claim aggregators from one
-    pool of that many, first come first served, and a packet that finds none free goes to the
-    job's parameter server unaggregated (ATP's best effort)."""
+    pool of that many, first come first served, and a block that finds none free is summed on
+    a host: ``pool_overflow`` 'server' sends it to the job's parameter server unaggregated
+    (ATP's best effort), 'sender' starts it taken over by its first sender, which the others'
+    contributions then go to (SA-ATP's switch, docs/protocol.md §4.6)."""
 
     slots: int = 512
     shared_pool: int | None = None
+    pool_overflow: str = "server"
     pipeline_pps: float = math.inf  # contributions aggregated per second (whole switch)
     complete_pps: float = math.inf  # completing contributions (sum read + multicast) per second
     rack_size: int = P.MAX_WORKERS  # workers per leaf switch: bitmaps are 32 bits wide

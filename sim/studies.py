@@ -9,7 +9,8 @@ Methods: NCCL-style ring and a parameter server (synchronous), plain in-network 
 (``switch``: ATP/SwitchML with no straggler handling), and every policy through the switch.
 Jobs sharing one switch compare SwitchML (the pool split into static per-job ranges), ATP (one
 shared pool, first come first served, overflow to the job's parameter server) and SA-ATP on
-the shared pool; one worker of the first job is slowed by contention that comes and goes.
+its shared pool (overflow to the block's first sender, docs/protocol.md §4.6); one worker of
+the first job is slowed by contention that comes and goes.
 
 Each case runs ``iterations`` iterations; the first ``warmup`` (policies detecting and
 converging) are left out of the means, and random scenarios are averaged over SEEDS runs. Time to accuracy is relative: a method's mean
@@ -45,11 +46,11 @@ METHODS = {  # name: (communication, policy)
     "partial-reduce": ("switch", "partial-reduce"),
     "k-of-n": ("switch", "k-of-n"),
 }
-SHARING = {  # multi-job methods: (policy, shared pool)
-    "switchml": ("synchronous", False),
-    "atp": ("synchronous", True),
-    "sa-atp-takeover": ("sa-atp-takeover", True),
-    "sa-atp": ("sa-atp", True),
+SHARING = {  # multi-job methods: (policy, shared pool: None, or what a block that meets none does)
+    "switchml": ("synchronous", None),
+    "atp": ("synchronous", "server"),
+    "sa-atp-takeover": ("sa-atp-takeover", "sender"),
+    "sa-atp": ("sa-atp", "sender"),
 }
 POOL_SLOTS = 1024  # aggregators of the switch shared by several jobs
 JOB_WORKERS = 8
@@ -155,9 +156,10 @@ def _simulate(case: Case, iterations: int, seed: int):
         return simulate([JobSpec(model, case.workers, policy, comm,
                                  case.stragglers(case.workers, seed), iterations, COSTS,
                                  seed=seed)], net, SwitchConfig(slots=case.slots))
-    policy, shared = SHARING[case.method]
-    switch = SwitchConfig(slots=case.slots if shared else POOL_SLOTS // case.jobs,
-                          shared_pool=POOL_SLOTS if shared else None)
+    policy, overflow = SHARING[case.method]
+    switch = SwitchConfig(slots=case.slots if overflow else POOL_SLOTS // case.jobs,
+                          shared_pool=POOL_SLOTS if overflow else None,
+                          pool_overflow=overflow or "server")
     quiet = replace(case, scenario="none")
     return simulate([JobSpec(model, case.workers, policy, "switch",
                              (case if j == 0 else quiet).stragglers(case.workers, seed + j),

@@ -58,7 +58,7 @@ class Fitted:
                          STORE_ROUND_TRIP_S)
 
 
-FITTED = Fitted(delay_s=0.00485, switch_s=0.00075, gloo_s=0.00001, helper_s=0.0)
+FITTED = Fitted(delay_s=0.00186, switch_s=0.00081, gloo_s=0.00001, helper_s=0.0)
 
 
 def measured() -> dict:

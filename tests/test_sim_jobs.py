@@ -204,3 +204,29 @@ def test_emulated_links_end_each_call_a_wire_time_after_the_last_start(comm, fac
     assert iters == pytest.approx(np.full(6, 3 * (A * 64 + C) + factor * wire), abs=2e-3)
     spec.wire_s = 0.0
     assert simulate([spec], NET, SwitchConfig())[0].iter_s.max() < 3 * (A * 64 + C) + 0.01
+
+
+@pytest.mark.parametrize("overflow", ["server", "sender"])
+def test_a_block_that_meets_a_full_pool_is_summed_where_the_switch_sends_it(overflow):
+    """The other job's block meets aggregators the straggling job holds: ATP's switch sends
+    every contribution to the job's parameter server, SA-ATP's starts the block taken over by
+    its first sender (worker 1 here, 1 ms ahead of the others), whose host receives the
+    others' contributions and sums them (docs/protocol.md §4.6). Either way the result holds
+    every contribution and comes after the last of them reached the switch."""
+    env = simpy.Environment()
+    pool = SlotPool(env, 512)
+    aggregation_with_pool(pool, ())
+    switch = SwitchConfig(slots=512, pool_overflow=overflow)
+    other = SwitchAggregation(env, 4, NET, switch, [1 << 20], np.random.default_rng(1), pool,
+                              max_blocks=1)
+    ready = np.array([[0.011], [0.010], [0.011], [0.011]])
+    second = env.process(other.run(ready, CallPlan(np.ones(4, bool), 4)))
+    env.run()
+    assert second.value.fallback == 1 and second.value.summed.all()
+    last_in = 0.011 + (1 << 20) / NET.payload_bytes / NET.pps
+    assert second.value.delivered.min() > last_in
+    at_server = other.ps.down_free[0] > 0
+    at_hosts = other.helper_links.down_free > 0
+    assert at_server == (overflow == "server")
+    assert at_hosts.tolist() == ([False] * 4 if overflow == "server"
+                                 else [False, True, False, False])
