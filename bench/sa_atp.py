@@ -94,7 +94,8 @@ def run(iterations: int = 100) -> dict:
             runs = {}
             for method in METHODS:
                 print(f"    {name} / {method}", flush=True)
-                runs[method] = harness.run(args, scenario, method, Path(tmp) / name / method)
+                runs[method] = harness.run(args, scenario, method, Path(tmp) / name / method,
+                                             args.seed)
             if job_key(scenario) is not None:
                 balanced_tails[job_key(scenario)] = comm_after_compute_s(runs["switch"])
             stats = {m: results.summary(r, TARGET) for m, r in runs.items()}
@@ -116,7 +117,7 @@ def run(iterations: int = 100) -> dict:
                 if job_key(alone) not in balanced_tails:
                     print(f"    {name} without stragglers / switch", flush=True)
                     balanced_tails[job_key(alone)] = comm_after_compute_s(harness.run(
-                        args, alone, "switch", Path(tmp) / f"{name}-alone" / "switch"))
+                        args, alone, "switch", Path(tmp) / f"{name}-alone" / "switch", args.seed))
                 comm = balanced_tails[job_key(alone)]
                 tail = comm_after_compute_s(runs["switch"])
                 sa_atp = stats["sa-atp"]["iter_mean_ms"]
