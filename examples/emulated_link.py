@@ -33,9 +33,22 @@ from pathlib import Path
 
 import numpy as np
 
-from examples.stragglers import pad_to
+from examples.stragglers import StepTimeProfile, pad_to
 
+LINK_GBPS = 100.0  # the links' default rate in the harness and the main job
 _ROWS = 64  # iterations the board remembers; workers are never that far apart
+
+
+def wire_ms(profiles: Path, network_model: str, compute_model: str, share: int,
+            gbps: float) -> float:
+    """How long a worker's gradient takes to cross its link at ``gbps`` (0: no emulation):
+    the same multiple of an even share's emulated compute (``compute_model``'s step) as
+    ``network_model``'s gradient at that rate is of that model's own step."""
+    if not gbps:
+        return 0.0
+    net = StepTimeProfile.load(profiles, network_model)
+    ratio = net.grad_bytes * 8 / (gbps * 1e9) / net.time(share)
+    return 1e3 * ratio * StepTimeProfile.load(profiles, compute_model).time(share)
 
 
 class EmulatedLink:

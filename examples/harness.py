@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from examples.emulated_link import LINK_GBPS, wire_ms
 from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import (
     load_run,
@@ -35,7 +36,7 @@ from examples.results import (
     summary,
     write_csv,
 )
-from examples.stragglers import PROFILES, StepTimeProfile
+from examples.stragglers import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,11 +61,7 @@ class Scenario:
 
     def wire_ms(self, profiles: Path, compute: str, share: int, gbps: float) -> float:
         """How long a worker's gradient takes to cross its link (0 without emulation)."""
-        if not gbps:
-            return 0.0
-        net = StepTimeProfile.load(profiles, self.network_model)
-        ratio = net.grad_bytes * 8 / (gbps * 1e9) / net.time(share)
-        return 1e3 * ratio * StepTimeProfile.load(profiles, compute).time(share)
+        return wire_ms(profiles, self.network_model, compute, share, gbps)
 
 
 SCENARIOS = {
@@ -112,7 +109,6 @@ SCENARIOS = {
                             network_model="vgg16"),
 }
 QUICK_SCENARIOS = ("none", "static-3x")
-LINK_GBPS = 100.0  # the emulated host links' rate (Scenario.network_model's gradient at it)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -168,7 +164,7 @@ def links(args) -> str:
             else "no link emulation (gloo at loopback speed)")
 
 
-def wire_ms(args, scenario: Scenario) -> float:
+def scenario_wire_ms(args, scenario: Scenario) -> float:
     return scenario.wire_ms(PROFILES, args.profile, args.global_batch // args.workers,
                             args.link_gbps)
 
@@ -178,7 +174,7 @@ def run(args, scenario: Scenario, method: str, logs: Path, seed: int):
     common = ["--iterations", str(args.iterations), "--seed", str(seed),
               "--global-batch", str(args.global_batch), "--eval-every", str(args.eval_every),
               "--profile", args.profile, "--pad-gradient", str(scenario.pad_gradient),
-              "--wire-ms", f"{wire_ms(args, scenario):.3f}",
+              "--wire-ms", f"{scenario_wire_ms(args, scenario):.3f}",
               "--no-progress"]
     # In-band fan-in: the policies that shrink the switch's fan-in per iteration need it.
     run_training(logs, args.workers, comm, [

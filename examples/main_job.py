@@ -12,10 +12,10 @@ import argparse
 import time
 from pathlib import Path
 
-from examples.harness import LINK_GBPS
+from examples.emulated_link import LINK_GBPS, wire_ms
 from examples.launch import METHODS, compile_kernels, pick, run_training
 from examples.results import Run, load_run, plot_iteration_times, table
-from examples.stragglers import PROFILES, StepTimeProfile
+from examples.stragglers import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_METHODS = ("gloo", "switch", "sa-atp-takeover", "sa-atp")
@@ -54,8 +54,9 @@ def run_method(args, method: str) -> Run:
     if args.profile:
         train_args += ["--profile", args.profile]
     if args.profile and args.link_gbps:
-        grad_bytes = StepTimeProfile.load(PROFILES, args.profile).grad_bytes
-        train_args += ["--wire-ms", f"{grad_bytes * 8 / (args.link_gbps * 1e9) * 1e3:.3f}"]
+        wire = wire_ms(PROFILES, args.profile, args.profile,
+                       args.global_batch // args.workers, args.link_gbps)
+        train_args += ["--wire-ms", f"{wire:.3f}"]
     if args.quiet:
         train_args.append("--no-progress")
     log_dir = args.out / method

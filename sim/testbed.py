@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from examples.harness import LINK_GBPS, SCENARIOS, Scenario
+from examples.emulated_link import LINK_GBPS
+from examples.harness import SCENARIOS, Scenario
 from examples.launch import METHODS
 from examples.stragglers import PROFILES, SlowdownSchedule
 from host_lib.rto import RtoEstimator
