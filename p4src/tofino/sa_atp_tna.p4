@@ -85,7 +85,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
      * parser found (its tables go in the first stage) or comes at the end, and pass 1's
      * decisions are ternary tables with const entries (admit, l2_sel, the aggregator's
      * selectors, decide) applied without a condition: their keys carry the pass. */
-    /* abs_slot = slot_base + slot, for a frame from a port (a table, not an `if`) */
+    /* abs_slot = slot_base + slot, for a frame from a port (a table, not an `if`): applied
+     * after the jobs lookup, whose slot_base it reads */
     action add_slot() {
         meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
     }
@@ -173,9 +174,9 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         drop_sim.apply(ig_intr_md.ingress_port, meta.loss_left);
         source_guard.apply(hdr, meta);
         l2.apply(hdr, meta);   /* dmac: where admit's forward goes */
-        abs_slot_sel.apply();
         /* the lookups, which the aggregator's admit_sel reads */
         admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err);
+        abs_slot_sel.apply();
 
         /* Ingress -> egress: what is known by now, in one action (the TNA idiom for bridged
          * metadata); the tables below (admit_sel, l2_sel, answer) set to_worker, flood,

@@ -93,3 +93,34 @@ def test_the_program_fits_tofino_1():
             if isinstance(value, tuple):
                 used, capacity = value
                 assert used <= capacity, (row["stage"], label)
+
+
+# Pass 1 as a chain of tables, each reading what the one before it wrote (docs/tofino.md,
+# 'Stages'): the compiler places a reader after its writer only if the source applies it after.
+CHAIN = ("admission.jobs", "abs_slot_sel", "aggregator.admit_sel", "aggregator.run_id_sel",
+         "aggregator.chunk_id_sel", "aggregator.member_sel", "aggregator.progress_sel",
+         "aggregator.contributors_sel", "decide.decide", "respond.answer")
+
+
+def _stages(node) -> set[int]:
+    found = set()
+    if isinstance(node, dict):
+        if "stage_number" in node:
+            found.add(node["stage_number"])
+        for value in node.values():
+            found |= _stages(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _stages(value)
+    return found
+
+
+def test_each_table_of_the_chain_is_placed_after_the_one_it_reads():
+    """Before 2026-11-26 the source applied abs_slot_sel before the jobs lookup: the compiler
+    put both in stage 1, and abs_slot was computed from a slot base of 0 (every job's slot s in
+    the same aggregators). The model had used the job's slot base."""
+    context = json.loads((COMPILED / "context.json").read_text())
+    stage = {t["name"].removeprefix("SaAtpIngress."): min(_stages(t))
+             for t in context["tables"] if t["name"].startswith("SaAtpIngress.") and _stages(t)}
+    for writer, reader in zip(CHAIN, CHAIN[1:]):
+        assert stage[writer] < stage[reader], (writer, stage[writer], reader, stage[reader])
