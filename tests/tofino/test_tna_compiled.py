@@ -6,6 +6,7 @@ is this compile's."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -122,5 +123,5 @@ def test_each_table_of_the_chain_is_placed_after_the_one_it_reads():
     context = json.loads((COMPILED / "context.json").read_text())
     stage = {t["name"].removeprefix("SaAtpIngress."): min(_stages(t))
              for t in context["tables"] if t["name"].startswith("SaAtpIngress.") and _stages(t)}
-    for writer, reader in zip(CHAIN, CHAIN[1:]):
+    for writer, reader in itertools.pairwise(CHAIN):
         assert stage[writer] < stage[reader], (writer, stage[writer], reader, stage[reader])
