@@ -41,6 +41,11 @@ class SwitchController:
         self.egress_drop_sim = self.plan.egress_drop_sim
         self.conn = None
 
+    def resize_pool(self, pool_slots: int) -> None:
+        """Reserve the switch's top ``pool_slots`` slots as the shared pool from which jobs
+        borrow (docs/protocol.md §4.6)."""
+        self.desired.allocator.resize_pool(pool_slots)
+
     # -- what a backend provides ---------------------------------------------------------------
 
     def _write(self, writes: list[Write]) -> None:
@@ -56,8 +61,10 @@ class SwitchController:
     def load_pipeline(self, force: bool = False) -> bool:
         raise NotImplementedError
 
-    def _clear_aggregators(self, job: AdmittedJob) -> None:
-        self.aggregator.clear(self._connection(), job.aggregator_range())
+    def _clear_aggregators(self, job: AdmittedJob, indices: list[int] | None = None) -> None:
+        """The job's own range, or ``indices`` (pool aggregators it holds)."""
+        self.aggregator.clear(self._connection(),
+                              job.aggregator_range() if indices is None else indices)
 
     def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
         return self.aggregator.read(self._connection(), indices)
@@ -67,12 +74,11 @@ class SwitchController:
         free those held by a chunk it left aggregating."""
         if not job.spec.borrow:
             return
-        conn = self._connection()
         own = job.aggregator_range()
-        held = [s.index for s in self.aggregator.read(conn, self.desired.allocator.pool_range())
-                if s.held_by in own]
+        pool = list(self.desired.allocator.pool_range())
+        held = [s.index for s in self._read_aggregators(job, pool) if s.held_by in own]
         if held:
-            self.aggregator.clear(conn, held)
+            self._clear_aggregators(job, held)
 
     def close(self) -> None:
         if self.conn is not None:

@@ -144,7 +144,7 @@ def make_controller(args, state: DesiredState | None):
         controller.desired = state
         controller.desired.ports = tuple(sorted(set(ports)))
     if args.pool_slots is not None:
-        controller.desired.allocator.resize_pool(args.pool_slots)
+        controller.resize_pool(args.pool_slots)
     return controller
 
 

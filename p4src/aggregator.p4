@@ -318,7 +318,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 response = RESPOND_PARTIAL;
             }
         } else if (hdr.sa.op == OP_HELPER_RESULT) {
-            if (held && state == SLOT_TAKEN && !lanes_busy) {
+            /* stored only in lanes still this chunk's: once another chunk has claimed them,
+             * the result stays with the helper (the TNA program asks no more than that) */
+            if (held && state == SLOT_TAKEN && lanes_kept) {
                 new_holder = me;
                 bitmap = hdr.sa.bitmap;
                 count = hdr.sa.count;

@@ -121,7 +121,10 @@ def compile_tofino(prog: Program) -> None:
     placement the driver loads) and the resource report, where the driver's manifest says it
     wrote them; the binary stays behind."""
     with tempfile.TemporaryDirectory(prefix="sa_atp_tna-") as out:
+        # "unsupported" warnings are errors: the compiled program would not do what the source
+        # says (e.g. a parser field assigned twice on one path, which Tofino ORs).
         run([TOFINO_P4C, "--target", "tofino", "--arch", "tna", "--std", "p4-16", "-g",
+             "--Werror=unsupported",
              "-o", out, "--bf-rt-schema", f"{out}/bfrt.json", str(prog.main)])
         manifest = json.loads((Path(out) / "manifest.json").read_text())
         [pipe] = manifest["programs"][0]["pipes"]

@@ -11,7 +11,8 @@ from control_plane.connection import SwitchConnection, SwitchError
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes
 
-# Any well-formed SA-ATP frame serves as the carrier of a management request.
+# Any well-formed SA-ATP frame serves as the carrier of a management request. Its lanes are
+# zeros: a clear on the TNA program stores the request's lanes (docs/tofino.md, 'Management').
 _CARRIER = encode_frame(Frame(Endpoint("02:00:00:00:00:00", "0.0.0.0"),
                               Endpoint("02:00:00:00:00:00", "0.0.0.0"),
                               Header(op=P.Op.DATA, job=0)))

@@ -27,11 +27,9 @@ class JobConfig:
 
 
 class JobAdmission:
-    """``pool``: the program's ``set_job`` places borrowed slots in the shared pool
-    (docs/protocol.md §4.6); the TNA program's has no pool, and its jobs own every slot."""
+    """``set_job`` places a job's borrowed slots in the shared pool (docs/protocol.md §4.6)."""
 
-    def __init__(self, path: str = "SaAtpIngress.admission", pool: bool = True):
-        self.pool = pool
+    def __init__(self, path: str = "SaAtpIngress.admission"):
         self.jobs_table = f"{path}.jobs"
         self.workers_table = f"{path}.workers"
         self.set_job = f"{path}.set_job"
@@ -48,7 +46,7 @@ class JobAdmission:
         spec = job.spec
         return TableEntry.make(self.jobs_table, {"hdr.sa.job": spec.id}, self.set_job, {
             "job_index": job.job_index, "slot_base": job.slot_base, "num_slots": spec.window,
-            **({"own_slots": spec.slots, "pool_base": job.pool_base} if self.pool else {}),
+            "own_slots": spec.slots, "pool_base": job.pool_base,
             "fan_in": spec.effective_fan_in, "expected": spec.effective_expected,
             "group": job.group, "inband_fanin": int(spec.inband_fanin)})
 
@@ -72,7 +70,6 @@ class JobAdmission:
         params = dict(entry.params)
         return JobConfig(job_id=dict(entry.match)["hdr.sa.job"], job_index=params["job_index"],
                          slot_base=params["slot_base"], num_slots=params["num_slots"],
-                         own_slots=params.get("own_slots", params["num_slots"]),
-                         pool_base=params.get("pool_base", 0),
+                         own_slots=params["own_slots"], pool_base=params["pool_base"],
                          fan_in=params["fan_in"], expected=params["expected"],
                          group=params["group"], inband_fanin=bool(params["inband_fanin"]))

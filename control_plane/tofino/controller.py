@@ -34,7 +34,7 @@ class TofinoController(SwitchController):
                  program: str = names.PROGRAM, client=None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
-        self.admission = self.plan.admission = JobAdmission(pool=False)
+        self.admission = self.plan.admission = JobAdmission()
         self.address = address
         self.config = config
         self.device_id = device_id
@@ -80,9 +80,6 @@ class TofinoController(SwitchController):
     # -- the BF Runtime side of the backend ---------------------------------------------------
 
     def _admission_writes(self, spec: JobSpec) -> tuple[AdmittedJob, list[Write]]:
-        if spec.borrow:
-            raise SpecError(f"job {spec.id} borrows {spec.borrow} slots, but the TNA program "
-                            f"has no shared pool (docs/tofino.md): give it its own slots")
         pipes = {pipe_of(w.port) for w in spec.workers}
         if len(pipes) > 1:
             raise SpecError(f"job {spec.id}: its workers are in pipes {sorted(pipes)}; the "
@@ -90,8 +87,11 @@ class TofinoController(SwitchController):
                             f"on ports of one pipe")
         return super()._admission_writes(spec)
 
-    def _clear_aggregators(self, job: AdmittedJob) -> None:
-        self.aggregator.clear(self._connection(), job.aggregator_range(), self.pipe(job))
+    def _clear_aggregators(self, job: AdmittedJob, indices: list[int] | None = None) -> None:
+        """In the job's pipe: its own range, or ``indices`` (pool aggregators it holds)."""
+        self.aggregator.clear(self._connection(),
+                              job.aggregator_range() if indices is None else indices,
+                              self.pipe(job))
 
     def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
         return self.aggregator.read(self._connection(), indices, self.pipe(job))

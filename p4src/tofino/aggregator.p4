@@ -4,8 +4,8 @@
  * from what the registers before it returned; `valid`'s selector is the admission's outcome,
  * admit_sel, which gives the packet its kind:
  *
- *   admit_sel (valid) -> run_id -> chunk_id -> generation, agreed_scale -> member -> progress
- *         -> contributors, max_exp, helper_id -> decide (decide.p4)
+ *   admit_sel (valid) -> run_id -> chunk_id -> generation, agreed_scale, lane_holder -> member
+ *         -> progress -> contributors, max_exp, helper_id -> decide (decide.p4)
  *
  * `progress` holds the slot state (bits 17:16, PHASE_*) and the count (bits 15:0) in one word,
  * so that completing a chunk is one update with the count; `member` keeps, per aggregator and
@@ -37,6 +37,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) contributors;
     Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) max_exp;
     Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) helper_id;
+    /* pool aggregators only (docs/protocol.md §4.6), at the lanes' index: who holds them */
+    Register<holder_pair_t, agg_index_t>(NUM_AGGREGATORS) lane_holder;
 
     Counter<bit<64>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) evictions;
     Counter<bit<64>, bit<8>>(MGMT_OPCODES, CounterType_t.PACKETS_AND_BYTES) management;
@@ -82,6 +84,11 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.index = index_of.get({meta.abs_slot, meta.set_bit});
         meta.was_valid = valid_peek.execute(valid_at.get({meta.abs_slot, meta.set_bit}));
     }
+    /* passes 2 and 3 and management requests: the aggregator again, from the same lookups
+     * as pass 1 (a request's abs_slot and set bit are its aggregator's) */
+    action locate() {
+        meta.index = index_of.get({meta.abs_slot, meta.set_bit});
+    }
     action admit_data() {
         meta.kind = KIND_DATA;
         meta.index = index_of.get({meta.abs_slot, meta.set_bit});
@@ -92,18 +99,21 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
      * worker, num_slots 0 a slot out of range (num_slots |-| slot), loss_left 0 a packet the
      * drop simulator keeps, expected_worker 0 a worker outside the expected set. Host ops are DATA, TAKEOVER, HELPER_DATA and HELPER_RESULT. */
     /* and, in pass 2, a management clear vacates the aggregator */
-    action do_valid_vacate() { valid_vacate.execute(valid_at.get({meta.abs_slot, meta.set_bit})); }
+    action do_valid_vacate() {
+        meta.index = index_of.get({meta.abs_slot, meta.set_bit});
+        valid_vacate.execute(valid_at.get({meta.abs_slot, meta.set_bit}));
+    }
     table admit_sel {
         key = { meta.port_frame: ternary; meta.kind: ternary; meta.drop_reason: ternary; meta.spoofed: ternary;
                 meta.sa_valid: ternary; meta.job_known: ternary; meta.transit: ternary; hdr.sa.op: ternary;
                 meta.registered: ternary; meta.num_slots: ternary; meta.helper_known: ternary;
                 meta.loss_left: ternary; hdr.sa.flags: ternary; meta.expected_worker: ternary; }
-        actions = { drop; spoofed; forward; helper_data; admit; admit_data; do_valid_vacate;
-                    NoAction; }
+        actions = { drop; spoofed; forward; helper_data; admit; admit_data; locate;
+                    do_valid_vacate; NoAction; }
         const entries = {
             /* not pass 1 of a frame from a port */
             (0, KIND_MGMT_CLEAR, _, _, _, _, _, _, _, _, _, _, _, _): do_valid_vacate();
-            (0, _, _, _, _, _, _, _, _, _, _, _, _, _): NoAction();
+            (0, _, _, _, _, _, _, _, _, _, _, _, _, _): locate();
             (1, _, DROP_MALFORMED, _, _, _, _, _, _, _, _, _, _, _): NoAction();
             (1, _, _, 1, _, _, _, _, _, _, _, _, _, _): spoofed();
             (1, _, _, _, 0, _, _, _, _, _, _, _, _, _): forward();
@@ -306,6 +316,83 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         const default_action = NoAction();
     }
 
+    /* -- lane_holder: a borrowed slot's lanes, claimed per chunk (docs/protocol.md §4.6) --------
+     * Indexed by where the lanes are (the pool's), run only for a borrowed slot (nothing left
+     * of own_slots - slot, in every pass: passes 2 and 3 look the job up again) and a
+     * management clear. Pass 1 claims the lanes for a chunk that starts (held while it
+     * aggregates, released at once when its first contribution completes it), or asks whether
+     * they are still this aggregator's; pass 2 claims them released for a stored
+     * HELPER_RESULT; pass 3, after the high words are read, releases them when a chunk
+     * completes or is taken over, so that no other job's chunk can store into them before the
+     * sum has left. Both questions answer with the same bit, lanes_away: a pair register's
+     * ALU outputs a constant only through its predicate, at one bit for all its actions. */
+    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_peek = {
+        void apply(inout holder_pair_t cell, out bit<1> away) {
+            if (cell.lo != (bit<16>)meta.index) {
+                away = 1;   /* free, busy, or released by another: the sum is gone */
+            }
+        }
+    };
+    /* this aggregator's lanes, free ones or another's released ones become this aggregator's;
+     * busy ones (another aggregator's, held) stay as they are */
+    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_claim_held = {
+        void apply(inout holder_pair_t cell, out bit<1> away) {
+            if (cell.lo == (bit<16>)meta.index || cell.hi < POOL_HELD) {
+                cell.lo = (bit<16>)meta.index;
+                cell.hi = (bit<16>)meta.index + (POOL_HELD + 1);
+            } else {
+                away = 1;
+            }
+        }
+    };
+    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_claim_released = {
+        void apply(inout holder_pair_t cell, out bit<1> away) {
+            if (cell.lo == (bit<16>)meta.index || cell.hi < POOL_HELD) {
+                cell.lo = (bit<16>)meta.index;
+                cell.hi = (bit<16>)meta.index + 1;
+            } else {
+                away = 1;
+            }
+        }
+    };
+    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_clear = {
+        void apply(inout holder_pair_t cell) {
+            cell.lo = 0;
+            cell.hi = 0;
+        }
+    };
+    action do_lane_holder_peek() {
+        meta.lanes_away = lane_holder_peek.execute(meta.resub.lane_index);
+    }
+    action do_lane_holder_claim_held() {
+        meta.lanes_away = lane_holder_claim_held.execute(meta.resub.lane_index);
+    }
+    action do_lane_holder_claim_released() {
+        meta.lanes_away = lane_holder_claim_released.execute(meta.resub.lane_index);
+    }
+    action do_lane_holder_clear() { lane_holder_clear.execute(meta.resub.lane_index); }
+    table lane_holder_sel {
+        key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
+                meta.own_slots: ternary; meta.start_done: ternary; meta.response: ternary;
+                meta.lane_op: ternary; hdr.pass.response: ternary; }
+        actions = { do_lane_holder_peek; do_lane_holder_claim_held;
+                    do_lane_holder_claim_released; do_lane_holder_clear; NoAction; }
+        const entries = {
+            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, 0, _, _, _): do_lane_holder_claim_held();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, 1, _, _, _): do_lane_holder_claim_released();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_PROBE, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _, _): do_lane_holder_clear();
+            (PASS_LANES, _, _, 0, _, RESPOND_HELPER_RESULT, LANES_STORE, _):
+                do_lane_holder_claim_released();
+            (PASS_HIGH, _, _, 0, _, _, _, RESPOND_RESULT): do_lane_holder_claim_released();
+            (PASS_HIGH, _, _, 0, _, _, _, RESPOND_PARTIAL): do_lane_holder_claim_released();
+        }
+        const default_action = NoAction();
+    }
+
     /* -- member: was this worker summed into the aggregation under way? --------------------- */
     RegisterAction<bit<16>, member_index_t, bit<1>>(member) member_join = {
         void apply(inout bit<16> cell, out bit<1> rv) {
@@ -345,15 +432,19 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action check_duplicate() { meta.progress_in = DUP_COMPLETE; }
     action check_takeover() { meta.limit_add = AGGREGATING_BASE - 1; meta.progress_in = TAKE_OVER; }
     action check_nothing() { meta.progress_in = 0; }
+    /* a chunk that finds its pool lanes busy starts taken over by its sender (§4.6) */
+    action start_taken() { meta.progress_in = PROGRESS_STARTED_TAKEN; }
     table progress_check_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
-                meta.scale_ok: ternary; }
-        actions = { check_duplicate; check_takeover; check_nothing; NoAction; }
+                meta.scale_ok: ternary; meta.lanes_away: ternary; }
+        actions = { check_duplicate; check_takeover; check_nothing; start_taken; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_DATA, SIT_NEWER, _): NoAction();   /* progress_claim's word */
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _): NoAction();   /* progress_helper's */
-            (PASS_STATE, KIND_DATA, SIT_HELD, 1): check_duplicate();
-            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, _): check_takeover();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, 1): start_taken();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): NoAction();   /* progress_claim's word */
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, 1): check_nothing();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, _): NoAction();   /* progress_helper's */
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, _): check_duplicate();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, _, 0): check_takeover();
         }
         const default_action = check_nothing();
     }
@@ -394,17 +485,18 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action do_progress_helper() { meta.old_progress = progress_helper.execute(meta.index); }
     table progress_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
-                meta.scale_ok: ternary; meta.is_member: ternary; }
+                meta.scale_ok: ternary; meta.is_member: ternary; meta.lanes_away: ternary; }
         actions = { do_progress_claim; do_progress_add; do_progress_check; do_progress_helper;
                     NoAction; }
         const entries = {
-            (PASS_STATE, KIND_NONE, _, _, _): NoAction();
-            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_progress_claim();
-            (PASS_STATE, KIND_DATA, SIT_HELD, 1, 0): do_progress_add();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, _): do_progress_helper();
-            (PASS_STATE, _, _, _, _): do_progress_check();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_progress_claim();
-            (PASS_LANES, _, _, _, _): do_progress_check();
+            (PASS_STATE, KIND_NONE, _, _, _, _): NoAction();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _): do_progress_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, 0, _): do_progress_add();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, _, 1): do_progress_check();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, _, _): do_progress_helper();
+            (PASS_STATE, _, _, _, _, _): do_progress_check();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_progress_claim();
+            (PASS_LANES, _, _, _, _, _): do_progress_check();
         }
         const default_action = NoAction();
     }
@@ -426,19 +518,25 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action do_contributors_join() { meta.rd_bitmap = contributors_join.execute(meta.index); }
     action do_contributors_read() { meta.rd_bitmap = contributors_read.execute(meta.index); }
     action do_contributors_helper() { meta.rd_bitmap = contributors_helper.execute(meta.index); }
+    /* contributors, max_exp and helper_id in the stage after progress: the chain's stateful
+     * ALUs take 11 of the 48, the lanes 32, so the compiler, which places the lanes (free to
+     * go anywhere from stage 1) first, is told where these go (docs/tofino.md, 'Stages') */
+    @stage(9)
     table contributors_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
-                meta.scale_ok: ternary; meta.old_progress[17:16]: ternary; }
+                meta.scale_ok: ternary; meta.old_progress[17:16]: ternary; meta.lanes_away: ternary; }
         actions = { do_contributors_claim; do_contributors_join; do_contributors_read;
                     do_contributors_helper; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_NONE, _, _, _): NoAction();
-            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _): do_contributors_claim();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN): do_contributors_helper();
-            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING): do_contributors_join();
-            (PASS_STATE, _, _, _, _): do_contributors_read();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_contributors_claim();
-            (PASS_LANES, _, _, _, _): do_contributors_read();
+            (PASS_STATE, KIND_NONE, _, _, _, _): NoAction();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _): do_contributors_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, 1):
+                do_contributors_read();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _): do_contributors_helper();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING, _): do_contributors_join();
+            (PASS_STATE, _, _, _, _, _): do_contributors_read();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_contributors_claim();
+            (PASS_LANES, _, _, _, _, _): do_contributors_read();
         }
         const default_action = NoAction();
     }
@@ -460,17 +558,19 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action do_max_exp_claim() { max_exp_claim.execute(meta.index); }
     action do_max_exp_raise() { max_exp_raise.execute(meta.index); }
     action do_max_exp_read() { meta.rd_exp = max_exp_read.execute(meta.index); }
+    @stage(9)   /* see contributors_sel */
     table max_exp_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.scale_ok: ternary; meta.old_progress[17:16]: ternary;
-                meta.is_member: ternary; }
+                meta.is_member: ternary; meta.lanes_away: ternary; }
         actions = { do_max_exp_claim; do_max_exp_raise; do_max_exp_read; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _): do_max_exp_claim();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _): do_max_exp_claim();
-            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING, 0): do_max_exp_raise();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_max_exp_claim();
-            (PASS_LANES, _, _, _, _, _): do_max_exp_read();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _, _): do_max_exp_claim();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _, 1): NoAction();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _, _): do_max_exp_claim();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING, 0, _): do_max_exp_raise();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _): do_max_exp_claim();
+            (PASS_LANES, _, _, _, _, _, _): do_max_exp_read();
         }
         const default_action = NoAction();
     }
@@ -485,17 +585,20 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action do_helper_id_write() { helper_id_write.execute(meta.index); }
     /* into the header's worker: only a TAKEN bounce (pass 1) and a report read it */
     action do_helper_id_read() { hdr.sa.worker = helper_id_read.execute(meta.index); }
+    @stage(9)   /* see contributors_sel */
     table helper_id_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
-                meta.old_progress[17:16]: ternary; }
+                meta.old_progress[17:16]: ternary; meta.lanes_away: ternary; }
         actions = { do_helper_id_write; do_helper_id_read; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_AGGREGATING): do_helper_id_write();
-            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_TAKEN): do_helper_id_write();
-            (PASS_STATE, KIND_DATA, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
-            (PASS_STATE, KIND_PROBE, SIT_HELD, PHASE_TAKEN): do_helper_id_read();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_helper_id_write();
-            (PASS_LANES, KIND_MGMT_READ, _, _): do_helper_id_read();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, _, 1): do_helper_id_write();   /* §4.6 */
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_AGGREGATING, 0):
+                do_helper_id_write();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, PHASE_TAKEN, 0): do_helper_id_write();
+            (PASS_STATE, KIND_DATA, SIT_HELD, PHASE_TAKEN, _): do_helper_id_read();
+            (PASS_STATE, KIND_PROBE, SIT_HELD, PHASE_TAKEN, _): do_helper_id_read();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _): do_helper_id_write();
+            (PASS_LANES, KIND_MGMT_READ, _, _, _): do_helper_id_read();
         }
         const default_action = NoAction();
     }
@@ -507,6 +610,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         chunk_id_sel.apply();
         generation_sel.apply();
         agreed_scale_sel.apply();
+        lane_holder_sel.apply();
         member_sel.apply();
         progress_check_sel.apply();
         progress_sel.apply();

@@ -11,12 +11,15 @@
 control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md, in bit<16> parser_err) {
 
-    action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<8> fan_in,
-                   bit<32> expected, bit<16> group, bit<1> inband_fanin) {
+    action set_job(bit<8> job_index, bit<16> slot_base, bit<16> num_slots, bit<16> own_slots,
+                   bit<16> pool_base, bit<8> fan_in, bit<32> expected, bit<16> group,
+                   bit<1> inband_fanin) {
         meta.job_known = 1;
         meta.job_index = job_index;
         meta.slot_base = slot_base;
         meta.num_slots = num_slots;
+        meta.own_slots = own_slots;
+        meta.pool_base = pool_base;
         meta.fan_in = fan_in;
         meta.expected = expected;
         meta.resub.setValid();   /* its group is the job's group in every pass (types.p4) */
@@ -117,15 +120,23 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
 
     apply {
         /* only a well-formed SA-ATP frame is looked up (the lookups write its job index); the
-         * condition is the parser's, so the lookups need not wait for anything */
-        if (meta.pass == PASS_STATE && !hdr.packet_out.isValid() && parser_err == 0
-                && !meta.bad_version && !meta.checksum_err && hdr.sa.isValid()) {
+         * condition is the parser's, so the lookups need not wait for anything. Passes 2 and
+         * 3 look the job up again: the aggregator (slot_base) and whether the slot is
+         * borrowed (own_slots), which the resubmit data has no room for (what workers and
+         * worker_ports find there is not used). */
+        if (!hdr.packet_out.isValid() && hdr.sa.isValid() && (meta.pass != PASS_STATE
+                || (parser_err == 0 && !meta.bad_version && !meta.checksum_err))) {
             jobs.apply();
             workers.apply();
             worker_ports.apply();
         }
-        /* slot >= num_slots when nothing is left of num_slots - slot (saturating) */
+        /* slot >= num_slots when nothing is left of num_slots - slot (saturating); a borrowed
+         * slot (docs/protocol.md §4.6) when nothing is left of own_slots - slot, and its pool
+         * slot is pool_base - own_slots + slot (in place, beside the aggregator's chain) */
         meta.num_slots = meta.num_slots |-| hdr.sa.slot;
+        meta.pool_base = meta.pool_base - meta.own_slots;
+        meta.own_slots = meta.own_slots |-| hdr.sa.slot;
+        meta.pool_base = meta.pool_base + hdr.sa.slot;
         expected_sel.apply();
     }
 }

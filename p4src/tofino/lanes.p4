@@ -4,7 +4,8 @@
  * Four RegisterActions each: store (first contribution, helper result, clear), add
  * (wrapping 32-bit sums; returns the new low word), read_lo and read_hi. A pass
  * executes one of them per register, chosen by lane_op: STORE, ADD and LOAD in the
- * resubmitted pass, HIGH in the recirculated pass that returns the high words. */
+ * resubmitted pass, HIGH in the recirculated pass that returns the high words;
+ * none where the frame's lanes are not whole (a management request cut short). */
 #ifndef SA_ATP_TNA_LANES_P4
 #define SA_ATP_TNA_LANES_P4
 
@@ -38,14 +39,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_00_do_read_lo() { hdr.lanes.v00 = lanes_00_read_lo.execute(index); }
     action lanes_00_do_read_hi() { hdr.lanes.v32 = lanes_00_read_hi.execute(index); }
     table lanes_00_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_00_do_store; lanes_00_do_add; lanes_00_do_read_lo; lanes_00_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_00_do_store();
-            LANES_ADD : lanes_00_do_add();
-            LANES_LOAD : lanes_00_do_read_lo();
-            LANES_HIGH : lanes_00_do_read_hi();
+            (LANES_STORE, true) : lanes_00_do_store();
+            (LANES_ADD, true) : lanes_00_do_add();
+            (LANES_LOAD, true) : lanes_00_do_read_lo();
+            (LANES_HIGH, true) : lanes_00_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -79,14 +80,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_01_do_read_lo() { hdr.lanes.v01 = lanes_01_read_lo.execute(index); }
     action lanes_01_do_read_hi() { hdr.lanes.v33 = lanes_01_read_hi.execute(index); }
     table lanes_01_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_01_do_store; lanes_01_do_add; lanes_01_do_read_lo; lanes_01_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_01_do_store();
-            LANES_ADD : lanes_01_do_add();
-            LANES_LOAD : lanes_01_do_read_lo();
-            LANES_HIGH : lanes_01_do_read_hi();
+            (LANES_STORE, true) : lanes_01_do_store();
+            (LANES_ADD, true) : lanes_01_do_add();
+            (LANES_LOAD, true) : lanes_01_do_read_lo();
+            (LANES_HIGH, true) : lanes_01_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -120,14 +121,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_02_do_read_lo() { hdr.lanes.v02 = lanes_02_read_lo.execute(index); }
     action lanes_02_do_read_hi() { hdr.lanes.v34 = lanes_02_read_hi.execute(index); }
     table lanes_02_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_02_do_store; lanes_02_do_add; lanes_02_do_read_lo; lanes_02_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_02_do_store();
-            LANES_ADD : lanes_02_do_add();
-            LANES_LOAD : lanes_02_do_read_lo();
-            LANES_HIGH : lanes_02_do_read_hi();
+            (LANES_STORE, true) : lanes_02_do_store();
+            (LANES_ADD, true) : lanes_02_do_add();
+            (LANES_LOAD, true) : lanes_02_do_read_lo();
+            (LANES_HIGH, true) : lanes_02_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -161,14 +162,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_03_do_read_lo() { hdr.lanes.v03 = lanes_03_read_lo.execute(index); }
     action lanes_03_do_read_hi() { hdr.lanes.v35 = lanes_03_read_hi.execute(index); }
     table lanes_03_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_03_do_store; lanes_03_do_add; lanes_03_do_read_lo; lanes_03_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_03_do_store();
-            LANES_ADD : lanes_03_do_add();
-            LANES_LOAD : lanes_03_do_read_lo();
-            LANES_HIGH : lanes_03_do_read_hi();
+            (LANES_STORE, true) : lanes_03_do_store();
+            (LANES_ADD, true) : lanes_03_do_add();
+            (LANES_LOAD, true) : lanes_03_do_read_lo();
+            (LANES_HIGH, true) : lanes_03_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -202,14 +203,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_04_do_read_lo() { hdr.lanes.v04 = lanes_04_read_lo.execute(index); }
     action lanes_04_do_read_hi() { hdr.lanes.v36 = lanes_04_read_hi.execute(index); }
     table lanes_04_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_04_do_store; lanes_04_do_add; lanes_04_do_read_lo; lanes_04_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_04_do_store();
-            LANES_ADD : lanes_04_do_add();
-            LANES_LOAD : lanes_04_do_read_lo();
-            LANES_HIGH : lanes_04_do_read_hi();
+            (LANES_STORE, true) : lanes_04_do_store();
+            (LANES_ADD, true) : lanes_04_do_add();
+            (LANES_LOAD, true) : lanes_04_do_read_lo();
+            (LANES_HIGH, true) : lanes_04_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -243,14 +244,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_05_do_read_lo() { hdr.lanes.v05 = lanes_05_read_lo.execute(index); }
     action lanes_05_do_read_hi() { hdr.lanes.v37 = lanes_05_read_hi.execute(index); }
     table lanes_05_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_05_do_store; lanes_05_do_add; lanes_05_do_read_lo; lanes_05_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_05_do_store();
-            LANES_ADD : lanes_05_do_add();
-            LANES_LOAD : lanes_05_do_read_lo();
-            LANES_HIGH : lanes_05_do_read_hi();
+            (LANES_STORE, true) : lanes_05_do_store();
+            (LANES_ADD, true) : lanes_05_do_add();
+            (LANES_LOAD, true) : lanes_05_do_read_lo();
+            (LANES_HIGH, true) : lanes_05_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -284,14 +285,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_06_do_read_lo() { hdr.lanes.v06 = lanes_06_read_lo.execute(index); }
     action lanes_06_do_read_hi() { hdr.lanes.v38 = lanes_06_read_hi.execute(index); }
     table lanes_06_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_06_do_store; lanes_06_do_add; lanes_06_do_read_lo; lanes_06_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_06_do_store();
-            LANES_ADD : lanes_06_do_add();
-            LANES_LOAD : lanes_06_do_read_lo();
-            LANES_HIGH : lanes_06_do_read_hi();
+            (LANES_STORE, true) : lanes_06_do_store();
+            (LANES_ADD, true) : lanes_06_do_add();
+            (LANES_LOAD, true) : lanes_06_do_read_lo();
+            (LANES_HIGH, true) : lanes_06_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -325,14 +326,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_07_do_read_lo() { hdr.lanes.v07 = lanes_07_read_lo.execute(index); }
     action lanes_07_do_read_hi() { hdr.lanes.v39 = lanes_07_read_hi.execute(index); }
     table lanes_07_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_07_do_store; lanes_07_do_add; lanes_07_do_read_lo; lanes_07_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_07_do_store();
-            LANES_ADD : lanes_07_do_add();
-            LANES_LOAD : lanes_07_do_read_lo();
-            LANES_HIGH : lanes_07_do_read_hi();
+            (LANES_STORE, true) : lanes_07_do_store();
+            (LANES_ADD, true) : lanes_07_do_add();
+            (LANES_LOAD, true) : lanes_07_do_read_lo();
+            (LANES_HIGH, true) : lanes_07_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -366,14 +367,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_08_do_read_lo() { hdr.lanes.v08 = lanes_08_read_lo.execute(index); }
     action lanes_08_do_read_hi() { hdr.lanes.v40 = lanes_08_read_hi.execute(index); }
     table lanes_08_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_08_do_store; lanes_08_do_add; lanes_08_do_read_lo; lanes_08_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_08_do_store();
-            LANES_ADD : lanes_08_do_add();
-            LANES_LOAD : lanes_08_do_read_lo();
-            LANES_HIGH : lanes_08_do_read_hi();
+            (LANES_STORE, true) : lanes_08_do_store();
+            (LANES_ADD, true) : lanes_08_do_add();
+            (LANES_LOAD, true) : lanes_08_do_read_lo();
+            (LANES_HIGH, true) : lanes_08_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -407,14 +408,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_09_do_read_lo() { hdr.lanes.v09 = lanes_09_read_lo.execute(index); }
     action lanes_09_do_read_hi() { hdr.lanes.v41 = lanes_09_read_hi.execute(index); }
     table lanes_09_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_09_do_store; lanes_09_do_add; lanes_09_do_read_lo; lanes_09_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_09_do_store();
-            LANES_ADD : lanes_09_do_add();
-            LANES_LOAD : lanes_09_do_read_lo();
-            LANES_HIGH : lanes_09_do_read_hi();
+            (LANES_STORE, true) : lanes_09_do_store();
+            (LANES_ADD, true) : lanes_09_do_add();
+            (LANES_LOAD, true) : lanes_09_do_read_lo();
+            (LANES_HIGH, true) : lanes_09_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -448,14 +449,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_10_do_read_lo() { hdr.lanes.v10 = lanes_10_read_lo.execute(index); }
     action lanes_10_do_read_hi() { hdr.lanes.v42 = lanes_10_read_hi.execute(index); }
     table lanes_10_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_10_do_store; lanes_10_do_add; lanes_10_do_read_lo; lanes_10_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_10_do_store();
-            LANES_ADD : lanes_10_do_add();
-            LANES_LOAD : lanes_10_do_read_lo();
-            LANES_HIGH : lanes_10_do_read_hi();
+            (LANES_STORE, true) : lanes_10_do_store();
+            (LANES_ADD, true) : lanes_10_do_add();
+            (LANES_LOAD, true) : lanes_10_do_read_lo();
+            (LANES_HIGH, true) : lanes_10_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -489,14 +490,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_11_do_read_lo() { hdr.lanes.v11 = lanes_11_read_lo.execute(index); }
     action lanes_11_do_read_hi() { hdr.lanes.v43 = lanes_11_read_hi.execute(index); }
     table lanes_11_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_11_do_store; lanes_11_do_add; lanes_11_do_read_lo; lanes_11_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_11_do_store();
-            LANES_ADD : lanes_11_do_add();
-            LANES_LOAD : lanes_11_do_read_lo();
-            LANES_HIGH : lanes_11_do_read_hi();
+            (LANES_STORE, true) : lanes_11_do_store();
+            (LANES_ADD, true) : lanes_11_do_add();
+            (LANES_LOAD, true) : lanes_11_do_read_lo();
+            (LANES_HIGH, true) : lanes_11_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -530,14 +531,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_12_do_read_lo() { hdr.lanes.v12 = lanes_12_read_lo.execute(index); }
     action lanes_12_do_read_hi() { hdr.lanes.v44 = lanes_12_read_hi.execute(index); }
     table lanes_12_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_12_do_store; lanes_12_do_add; lanes_12_do_read_lo; lanes_12_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_12_do_store();
-            LANES_ADD : lanes_12_do_add();
-            LANES_LOAD : lanes_12_do_read_lo();
-            LANES_HIGH : lanes_12_do_read_hi();
+            (LANES_STORE, true) : lanes_12_do_store();
+            (LANES_ADD, true) : lanes_12_do_add();
+            (LANES_LOAD, true) : lanes_12_do_read_lo();
+            (LANES_HIGH, true) : lanes_12_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -571,14 +572,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_13_do_read_lo() { hdr.lanes.v13 = lanes_13_read_lo.execute(index); }
     action lanes_13_do_read_hi() { hdr.lanes.v45 = lanes_13_read_hi.execute(index); }
     table lanes_13_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_13_do_store; lanes_13_do_add; lanes_13_do_read_lo; lanes_13_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_13_do_store();
-            LANES_ADD : lanes_13_do_add();
-            LANES_LOAD : lanes_13_do_read_lo();
-            LANES_HIGH : lanes_13_do_read_hi();
+            (LANES_STORE, true) : lanes_13_do_store();
+            (LANES_ADD, true) : lanes_13_do_add();
+            (LANES_LOAD, true) : lanes_13_do_read_lo();
+            (LANES_HIGH, true) : lanes_13_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -612,14 +613,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_14_do_read_lo() { hdr.lanes.v14 = lanes_14_read_lo.execute(index); }
     action lanes_14_do_read_hi() { hdr.lanes.v46 = lanes_14_read_hi.execute(index); }
     table lanes_14_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_14_do_store; lanes_14_do_add; lanes_14_do_read_lo; lanes_14_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_14_do_store();
-            LANES_ADD : lanes_14_do_add();
-            LANES_LOAD : lanes_14_do_read_lo();
-            LANES_HIGH : lanes_14_do_read_hi();
+            (LANES_STORE, true) : lanes_14_do_store();
+            (LANES_ADD, true) : lanes_14_do_add();
+            (LANES_LOAD, true) : lanes_14_do_read_lo();
+            (LANES_HIGH, true) : lanes_14_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -653,14 +654,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_15_do_read_lo() { hdr.lanes.v15 = lanes_15_read_lo.execute(index); }
     action lanes_15_do_read_hi() { hdr.lanes.v47 = lanes_15_read_hi.execute(index); }
     table lanes_15_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_15_do_store; lanes_15_do_add; lanes_15_do_read_lo; lanes_15_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_15_do_store();
-            LANES_ADD : lanes_15_do_add();
-            LANES_LOAD : lanes_15_do_read_lo();
-            LANES_HIGH : lanes_15_do_read_hi();
+            (LANES_STORE, true) : lanes_15_do_store();
+            (LANES_ADD, true) : lanes_15_do_add();
+            (LANES_LOAD, true) : lanes_15_do_read_lo();
+            (LANES_HIGH, true) : lanes_15_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -694,14 +695,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_16_do_read_lo() { hdr.lanes.v16 = lanes_16_read_lo.execute(index); }
     action lanes_16_do_read_hi() { hdr.lanes.v48 = lanes_16_read_hi.execute(index); }
     table lanes_16_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_16_do_store; lanes_16_do_add; lanes_16_do_read_lo; lanes_16_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_16_do_store();
-            LANES_ADD : lanes_16_do_add();
-            LANES_LOAD : lanes_16_do_read_lo();
-            LANES_HIGH : lanes_16_do_read_hi();
+            (LANES_STORE, true) : lanes_16_do_store();
+            (LANES_ADD, true) : lanes_16_do_add();
+            (LANES_LOAD, true) : lanes_16_do_read_lo();
+            (LANES_HIGH, true) : lanes_16_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -735,14 +736,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_17_do_read_lo() { hdr.lanes.v17 = lanes_17_read_lo.execute(index); }
     action lanes_17_do_read_hi() { hdr.lanes.v49 = lanes_17_read_hi.execute(index); }
     table lanes_17_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_17_do_store; lanes_17_do_add; lanes_17_do_read_lo; lanes_17_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_17_do_store();
-            LANES_ADD : lanes_17_do_add();
-            LANES_LOAD : lanes_17_do_read_lo();
-            LANES_HIGH : lanes_17_do_read_hi();
+            (LANES_STORE, true) : lanes_17_do_store();
+            (LANES_ADD, true) : lanes_17_do_add();
+            (LANES_LOAD, true) : lanes_17_do_read_lo();
+            (LANES_HIGH, true) : lanes_17_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -776,14 +777,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_18_do_read_lo() { hdr.lanes.v18 = lanes_18_read_lo.execute(index); }
     action lanes_18_do_read_hi() { hdr.lanes.v50 = lanes_18_read_hi.execute(index); }
     table lanes_18_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_18_do_store; lanes_18_do_add; lanes_18_do_read_lo; lanes_18_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_18_do_store();
-            LANES_ADD : lanes_18_do_add();
-            LANES_LOAD : lanes_18_do_read_lo();
-            LANES_HIGH : lanes_18_do_read_hi();
+            (LANES_STORE, true) : lanes_18_do_store();
+            (LANES_ADD, true) : lanes_18_do_add();
+            (LANES_LOAD, true) : lanes_18_do_read_lo();
+            (LANES_HIGH, true) : lanes_18_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -817,14 +818,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_19_do_read_lo() { hdr.lanes.v19 = lanes_19_read_lo.execute(index); }
     action lanes_19_do_read_hi() { hdr.lanes.v51 = lanes_19_read_hi.execute(index); }
     table lanes_19_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_19_do_store; lanes_19_do_add; lanes_19_do_read_lo; lanes_19_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_19_do_store();
-            LANES_ADD : lanes_19_do_add();
-            LANES_LOAD : lanes_19_do_read_lo();
-            LANES_HIGH : lanes_19_do_read_hi();
+            (LANES_STORE, true) : lanes_19_do_store();
+            (LANES_ADD, true) : lanes_19_do_add();
+            (LANES_LOAD, true) : lanes_19_do_read_lo();
+            (LANES_HIGH, true) : lanes_19_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -858,14 +859,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_20_do_read_lo() { hdr.lanes.v20 = lanes_20_read_lo.execute(index); }
     action lanes_20_do_read_hi() { hdr.lanes.v52 = lanes_20_read_hi.execute(index); }
     table lanes_20_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_20_do_store; lanes_20_do_add; lanes_20_do_read_lo; lanes_20_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_20_do_store();
-            LANES_ADD : lanes_20_do_add();
-            LANES_LOAD : lanes_20_do_read_lo();
-            LANES_HIGH : lanes_20_do_read_hi();
+            (LANES_STORE, true) : lanes_20_do_store();
+            (LANES_ADD, true) : lanes_20_do_add();
+            (LANES_LOAD, true) : lanes_20_do_read_lo();
+            (LANES_HIGH, true) : lanes_20_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -899,14 +900,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_21_do_read_lo() { hdr.lanes.v21 = lanes_21_read_lo.execute(index); }
     action lanes_21_do_read_hi() { hdr.lanes.v53 = lanes_21_read_hi.execute(index); }
     table lanes_21_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_21_do_store; lanes_21_do_add; lanes_21_do_read_lo; lanes_21_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_21_do_store();
-            LANES_ADD : lanes_21_do_add();
-            LANES_LOAD : lanes_21_do_read_lo();
-            LANES_HIGH : lanes_21_do_read_hi();
+            (LANES_STORE, true) : lanes_21_do_store();
+            (LANES_ADD, true) : lanes_21_do_add();
+            (LANES_LOAD, true) : lanes_21_do_read_lo();
+            (LANES_HIGH, true) : lanes_21_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -940,14 +941,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_22_do_read_lo() { hdr.lanes.v22 = lanes_22_read_lo.execute(index); }
     action lanes_22_do_read_hi() { hdr.lanes.v54 = lanes_22_read_hi.execute(index); }
     table lanes_22_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_22_do_store; lanes_22_do_add; lanes_22_do_read_lo; lanes_22_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_22_do_store();
-            LANES_ADD : lanes_22_do_add();
-            LANES_LOAD : lanes_22_do_read_lo();
-            LANES_HIGH : lanes_22_do_read_hi();
+            (LANES_STORE, true) : lanes_22_do_store();
+            (LANES_ADD, true) : lanes_22_do_add();
+            (LANES_LOAD, true) : lanes_22_do_read_lo();
+            (LANES_HIGH, true) : lanes_22_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -981,14 +982,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_23_do_read_lo() { hdr.lanes.v23 = lanes_23_read_lo.execute(index); }
     action lanes_23_do_read_hi() { hdr.lanes.v55 = lanes_23_read_hi.execute(index); }
     table lanes_23_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_23_do_store; lanes_23_do_add; lanes_23_do_read_lo; lanes_23_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_23_do_store();
-            LANES_ADD : lanes_23_do_add();
-            LANES_LOAD : lanes_23_do_read_lo();
-            LANES_HIGH : lanes_23_do_read_hi();
+            (LANES_STORE, true) : lanes_23_do_store();
+            (LANES_ADD, true) : lanes_23_do_add();
+            (LANES_LOAD, true) : lanes_23_do_read_lo();
+            (LANES_HIGH, true) : lanes_23_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1022,14 +1023,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_24_do_read_lo() { hdr.lanes.v24 = lanes_24_read_lo.execute(index); }
     action lanes_24_do_read_hi() { hdr.lanes.v56 = lanes_24_read_hi.execute(index); }
     table lanes_24_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_24_do_store; lanes_24_do_add; lanes_24_do_read_lo; lanes_24_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_24_do_store();
-            LANES_ADD : lanes_24_do_add();
-            LANES_LOAD : lanes_24_do_read_lo();
-            LANES_HIGH : lanes_24_do_read_hi();
+            (LANES_STORE, true) : lanes_24_do_store();
+            (LANES_ADD, true) : lanes_24_do_add();
+            (LANES_LOAD, true) : lanes_24_do_read_lo();
+            (LANES_HIGH, true) : lanes_24_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1063,14 +1064,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_25_do_read_lo() { hdr.lanes.v25 = lanes_25_read_lo.execute(index); }
     action lanes_25_do_read_hi() { hdr.lanes.v57 = lanes_25_read_hi.execute(index); }
     table lanes_25_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_25_do_store; lanes_25_do_add; lanes_25_do_read_lo; lanes_25_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_25_do_store();
-            LANES_ADD : lanes_25_do_add();
-            LANES_LOAD : lanes_25_do_read_lo();
-            LANES_HIGH : lanes_25_do_read_hi();
+            (LANES_STORE, true) : lanes_25_do_store();
+            (LANES_ADD, true) : lanes_25_do_add();
+            (LANES_LOAD, true) : lanes_25_do_read_lo();
+            (LANES_HIGH, true) : lanes_25_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1104,14 +1105,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_26_do_read_lo() { hdr.lanes.v26 = lanes_26_read_lo.execute(index); }
     action lanes_26_do_read_hi() { hdr.lanes.v58 = lanes_26_read_hi.execute(index); }
     table lanes_26_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_26_do_store; lanes_26_do_add; lanes_26_do_read_lo; lanes_26_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_26_do_store();
-            LANES_ADD : lanes_26_do_add();
-            LANES_LOAD : lanes_26_do_read_lo();
-            LANES_HIGH : lanes_26_do_read_hi();
+            (LANES_STORE, true) : lanes_26_do_store();
+            (LANES_ADD, true) : lanes_26_do_add();
+            (LANES_LOAD, true) : lanes_26_do_read_lo();
+            (LANES_HIGH, true) : lanes_26_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1145,14 +1146,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_27_do_read_lo() { hdr.lanes.v27 = lanes_27_read_lo.execute(index); }
     action lanes_27_do_read_hi() { hdr.lanes.v59 = lanes_27_read_hi.execute(index); }
     table lanes_27_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_27_do_store; lanes_27_do_add; lanes_27_do_read_lo; lanes_27_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_27_do_store();
-            LANES_ADD : lanes_27_do_add();
-            LANES_LOAD : lanes_27_do_read_lo();
-            LANES_HIGH : lanes_27_do_read_hi();
+            (LANES_STORE, true) : lanes_27_do_store();
+            (LANES_ADD, true) : lanes_27_do_add();
+            (LANES_LOAD, true) : lanes_27_do_read_lo();
+            (LANES_HIGH, true) : lanes_27_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1186,14 +1187,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_28_do_read_lo() { hdr.lanes.v28 = lanes_28_read_lo.execute(index); }
     action lanes_28_do_read_hi() { hdr.lanes.v60 = lanes_28_read_hi.execute(index); }
     table lanes_28_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_28_do_store; lanes_28_do_add; lanes_28_do_read_lo; lanes_28_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_28_do_store();
-            LANES_ADD : lanes_28_do_add();
-            LANES_LOAD : lanes_28_do_read_lo();
-            LANES_HIGH : lanes_28_do_read_hi();
+            (LANES_STORE, true) : lanes_28_do_store();
+            (LANES_ADD, true) : lanes_28_do_add();
+            (LANES_LOAD, true) : lanes_28_do_read_lo();
+            (LANES_HIGH, true) : lanes_28_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1227,14 +1228,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_29_do_read_lo() { hdr.lanes.v29 = lanes_29_read_lo.execute(index); }
     action lanes_29_do_read_hi() { hdr.lanes.v61 = lanes_29_read_hi.execute(index); }
     table lanes_29_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_29_do_store; lanes_29_do_add; lanes_29_do_read_lo; lanes_29_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_29_do_store();
-            LANES_ADD : lanes_29_do_add();
-            LANES_LOAD : lanes_29_do_read_lo();
-            LANES_HIGH : lanes_29_do_read_hi();
+            (LANES_STORE, true) : lanes_29_do_store();
+            (LANES_ADD, true) : lanes_29_do_add();
+            (LANES_LOAD, true) : lanes_29_do_read_lo();
+            (LANES_HIGH, true) : lanes_29_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1268,14 +1269,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_30_do_read_lo() { hdr.lanes.v30 = lanes_30_read_lo.execute(index); }
     action lanes_30_do_read_hi() { hdr.lanes.v62 = lanes_30_read_hi.execute(index); }
     table lanes_30_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_30_do_store; lanes_30_do_add; lanes_30_do_read_lo; lanes_30_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_30_do_store();
-            LANES_ADD : lanes_30_do_add();
-            LANES_LOAD : lanes_30_do_read_lo();
-            LANES_HIGH : lanes_30_do_read_hi();
+            (LANES_STORE, true) : lanes_30_do_store();
+            (LANES_ADD, true) : lanes_30_do_add();
+            (LANES_LOAD, true) : lanes_30_do_read_lo();
+            (LANES_HIGH, true) : lanes_30_do_read_hi();
         }
         const default_action = NoAction();
     }
@@ -1309,14 +1310,14 @@ control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {
     action lanes_31_do_read_lo() { hdr.lanes.v31 = lanes_31_read_lo.execute(index); }
     action lanes_31_do_read_hi() { hdr.lanes.v63 = lanes_31_read_hi.execute(index); }
     table lanes_31_op {
-        key = { lane_op : exact; }
+        key = { lane_op : exact; hdr.lanes.isValid() : exact; }
         actions = { lanes_31_do_store; lanes_31_do_add; lanes_31_do_read_lo; lanes_31_do_read_hi;
                     @defaultonly NoAction; }
         const entries = {
-            LANES_STORE : lanes_31_do_store();
-            LANES_ADD : lanes_31_do_add();
-            LANES_LOAD : lanes_31_do_read_lo();
-            LANES_HIGH : lanes_31_do_read_hi();
+            (LANES_STORE, true) : lanes_31_do_store();
+            (LANES_ADD, true) : lanes_31_do_add();
+            (LANES_LOAD, true) : lanes_31_do_read_lo();
+            (LANES_HIGH, true) : lanes_31_do_read_hi();
         }
         const default_action = NoAction();
     }

@@ -22,13 +22,51 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
         }
     }
 
+    /* Pass 2. Each path assigns the lanes' operation and address once: Tofino's parser ORs a
+     * second write into a field rather than replacing it. */
     state parse_resubmit {
+        transition select(ig_intr_md.ingress_port) {
+            cpu_port: parse_resubmitted_request;
+            default: parse_resubmitted_frame;
+        }
+    }
+
+    state parse_resubmitted_frame {
         pkt.extract(meta.resub);
         meta.pass = PASS_LANES;
-        transition select(ig_intr_md.ingress_port) {
-            cpu_port: parse_packet_out;
+        meta.lane_sel = meta.resub.lane_op;
+        meta.lane_at = meta.resub.lane_index;
+        transition parse_ethernet;
+    }
+
+    state parse_resubmitted_request {
+        pkt.extract(meta.resub);
+        meta.pass = PASS_LANES;
+        transition parse_request;
+    }
+
+    /* A management request. The lanes take their operation and address from the parser
+     * (sa_atp_tna.p4), so the parser, not the apply block, refuses an aggregator out of range
+     * here; the lane tables refuse a frame whose lanes are not whole. A clear stores the
+     * request's lanes, which the controller sends as zeros (docs/tofino.md, 'Management'). */
+    state parse_request {
+        pkt.extract(hdr.packet_out);
+        meta.lane_at = hdr.packet_out.aggregator[12:0];
+        transition select(hdr.packet_out.opcode, hdr.packet_out.aggregator[31:13]) {
+            (MGMT_READ_AGGREGATOR, 0): request_read;
+            (MGMT_CLEAR_AGGREGATOR, 0): request_clear;
             default: parse_ethernet;
         }
+    }
+
+    state request_read {
+        meta.lane_sel = LANES_LOAD;
+        transition parse_ethernet;
+    }
+
+    state request_clear {
+        meta.lane_sel = LANES_STORE;
+        transition parse_ethernet;
     }
 
     state parse_port_metadata {
@@ -49,6 +87,8 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
     state parse_pass {
         pkt.extract(hdr.pass);
         meta.pass = PASS_HIGH;
+        meta.lane_sel = LANES_HIGH;
+        meta.lane_at = hdr.pass.lane_index;
         transition select(hdr.pass.response) {
             RESPOND_REPORT: parse_high_report;
             default: parse_high;

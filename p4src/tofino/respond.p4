@@ -88,8 +88,8 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.pass.response = meta.response;
         hdr.pass.job_index = meta.job_index;
         hdr.pass.job_group = meta.resub.job_group;
+        hdr.pass.lane_index = meta.resub.lane_index;
         hdr.pass.port = ig_intr_md.ingress_port;   /* the reply's port: the sender's */
-        hdr.pass.index = meta.index;
         ig_tm_md.ucast_egress_port = meta.loop_port;
         hdr.bridge.to_loop = 1;
     }
@@ -112,8 +112,18 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.resub.lane_op = meta.lane_op;
         meta.resub.response = meta.response;
         meta.resub.job_index = meta.job_index;
-        meta.resub.index = meta.index;
         ig_dprsr_md.resubmit_type = 1;
+    }
+    /* a chunk whose pool lanes are busy (docs/protocol.md §4.6): taken over by its sender,
+     * whose own contribution is the partial, to every worker of the job */
+    action p1_partial() {
+        hdr.sa.op = OP_PARTIAL;
+        hdr.sa.reason = 0;
+        hdr.sa.flags[7:1] = 0;
+        hdr.sa.bitmap = meta.worker_bit;
+        hdr.sa.count = 1;
+        from_switch();
+        to_job(meta.resub.job_group);
     }
     action helper_result() {
         hdr.sa.op = OP_RESULT;
@@ -175,13 +185,15 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     table answer {
         key = { meta.pass: ternary; meta.response: ternary; meta.lane_op: ternary;
                 meta.old_progress[17:16]: ternary; hdr.pass.response: ternary; }
-        actions = { p1_bounce; p1_pending; p1_resubmit; helper_result; p2_absorb; p2_result_job;
+        actions = { p1_bounce; p1_pending; p1_resubmit; p1_partial; helper_result; p2_absorb;
+                    p2_result_job;
                     p2_result_loop; p2_copy_loop; p2_partial_loop; p2_cleared; p2_report_loop;
                     p3_unicast; p3_cpu; p3_job; NoAction; }
         const entries = {
             (PASS_STATE, RESPOND_BOUNCE, _, _, _): p1_bounce();
             (PASS_STATE, RESPOND_PENDING, _, _, _): p1_pending();
             (PASS_STATE, RESPOND_HELPER_RESULT, LANES_KEEP, _, _): helper_result();
+            (PASS_STATE, RESPOND_PARTIAL, LANES_KEEP, _, _): p1_partial();
             (PASS_STATE, _, LANES_KEEP, _, _): NoAction();
             (PASS_STATE, _, _, _, _): p1_resubmit();
             (PASS_LANES, RESPOND_ABSORB, _, _, _): p2_absorb();

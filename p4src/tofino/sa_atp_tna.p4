@@ -60,6 +60,12 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * which lands in a 32-bit container): both take its output from one action-bus slot, which
  * serves accesses of a single width ("can't fit in a single slot for 16 bit access"). */
 @pa_container_size("ingress", "meta.scale_ok", 32)
+/* The job's slot bounds are read only where the jobs table has written them (a frame of an
+ * unknown job is never aggregated): left out of the zeroing, their containers can be shared
+ * with fields the later stages use. The shared pool needed that room (docs/tofino.md). */
+@pa_no_init("ingress", "meta.slot_base")
+@pa_no_init("ingress", "meta.pool_base")
+@pa_no_init("ingress", "meta.own_slots")
 control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                      in ingress_intrinsic_metadata_t ig_intr_md,
                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -77,36 +83,59 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     L2Answer() l2_answer;
     PacketStats(true) stats;
     /* The aggregator of a management request (identity hashes, as admit's index_of) */
-    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) requested;
-    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) lanes_of;    /* the same, for the lanes */
+    /* The aggregator of a management request, for the lanes and for lane_holder (identity
+     * hashes, as admit's index_of) */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) holder_of;
 
     /* Tofino 1 runs tables by next-table chaining: a table that follows an `if` in the
      * program is placed after everything inside it. So every `if` below tests only what the
      * parser found (its tables go in the first stage) or comes at the end, and pass 1's
      * decisions are ternary tables with const entries (admit, l2_sel, the aggregator's
      * selectors, decide) applied without a condition: their keys carry the pass. */
-    /* abs_slot = slot_base + slot, for a frame from a port (a table, not an `if`): applied
-     * after the jobs lookup, whose slot_base it reads */
+    /* abs_slot = slot_base + slot (a table, not an `if`), applied after the jobs lookup,
+     * whose slot_base it reads: in pass 1 of a frame from a port, and in passes 2 and 3,
+     * which find their aggregator again the same way */
     action add_slot() {
         meta.abs_slot = (bit<12>)(meta.slot_base + hdr.sa.slot);
     }
+    /* (a management request's kind, set before it, is not KIND_NONE: it has its aggregator) */
     table abs_slot_sel {
-        key = { meta.port_frame: exact; }
+        key = { meta.pass: exact; meta.port_frame: exact; meta.kind: exact; }
         actions = { add_slot; NoAction; }
         const entries = {
-            1: add_slot();
+            (PASS_STATE, 1, KIND_NONE): add_slot();
+            (PASS_LANES, 0, KIND_NONE): add_slot();
+            (PASS_HIGH, 0, KIND_NONE): add_slot();
+        }
+        const default_action = NoAction();
+    }
+
+    /* Where a frame's lanes are (docs/protocol.md §4.6): its aggregator's own, or, for a
+     * borrowed slot (nothing left of own_slots - slot), the pool's at pool slot ++ SET. */
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) own_lanes_of;
+    Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) pool_lanes_of;
+    /* into the resubmit data, which pass 2 gets and pass 3 gets back from the pass header:
+     * where lane_holder reads them in every pass */
+    action own_lanes() {
+        meta.resub.setValid();
+        meta.resub.lane_index = own_lanes_of.get({meta.abs_slot, meta.set_bit});
+    }
+    action pool_lanes() {
+        meta.resub.setValid();
+        meta.resub.lane_index = pool_lanes_of.get({meta.pool_base[11:0], meta.set_bit});
+    }
+    table lanes_at_sel {
+        key = { meta.port_frame: exact; meta.own_slots: ternary; }
+        actions = { own_lanes; pool_lanes; NoAction; }
+        const entries = {
+            (1, 0): pool_lanes();
+            (1, _): own_lanes();
         }
         const default_action = NoAction();
     }
 
     apply {
         bit<4> rx_op = 0;
-        /* What this pass does to the lanes, known from the parser's results alone (never
-         * from pass 1's decisions, which wait for pass 2): the lane registers need not wait
-         * for the state chain and can share its stages. */
-        bit<3> lane_op = LANES_KEEP;
-        agg_index_t lane_index = 0;   /* and the aggregator, the same way */
-
         if (meta.pass == PASS_STATE && !hdr.packet_out.isValid()) {
             meta.port_frame = 1;   /* pass 1 of a frame from a port: admitted, counted */
             meta.set_bit = hdr.sa.flags[0:0];   /* the aggregator: abs_slot ++ set_bit */
@@ -126,10 +155,10 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                             || hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR;
             if (known_op && ig_prsr_md.parser_err == 0 && hdr.lanes.isValid()
                     && hdr.packet_out.aggregator < NUM_AGGREGATORS) {
-                meta.index = requested.get({hdr.packet_out.aggregator[12:0]});
-                meta.abs_slot = hdr.packet_out.aggregator[12:1];   /* for `valid` (a clear) */
+                /* the aggregator (admit_sel's locate, as for passes 2 and 3) and its lanes */
+                meta.abs_slot = hdr.packet_out.aggregator[12:1];
                 meta.set_bit = hdr.packet_out.aggregator[0:0];
-                lane_index = lanes_of.get({hdr.packet_out.aggregator[12:0]});
+                meta.resub.lane_index = holder_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                     /* what the registers' claims write, and what the report says */
@@ -140,34 +169,29 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     hdr.sa.worker = 0;
                     meta.kind = KIND_MGMT_CLEAR;
                     meta.lane_op = LANES_CLEAR;
-                    hdr.lanes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-                    lane_op = LANES_STORE;   /* zeroes */
                 } else {
                     meta.kind = KIND_MGMT_READ;
                     meta.lane_op = LANES_LOAD;
-                    lane_op = LANES_LOAD;
                 }
             } else {
                 ig_dprsr_md.drop_ctl = 1;
             }
         } else if (meta.pass == PASS_LANES) {
-            meta.index = meta.resub.index;
-            lane_index = meta.resub.index;
+            meta.set_bit = hdr.sa.flags[0:0];   /* the aggregator, found again (admit_sel) */
             meta.lane_op = meta.resub.lane_op;
-            lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
             meta.job_index = meta.resub.job_index;
         } else {
-            meta.index = hdr.pass.index;
-            lane_index = hdr.pass.index;
+            meta.set_bit = hdr.sa.flags[0:0];
+            meta.resub.setValid();   /* lane_holder's address, as in pass 2 */
+            meta.resub.lane_index = hdr.pass.lane_index;
             meta.lane_op = LANES_HIGH;
-            lane_op = LANES_HIGH;
             meta.job_index = hdr.pass.job_index;
         }
-        lanes.apply(hdr, lane_op, lane_index);
+        /* What this pass does to the lanes, and where they are, come from the parser alone
+         * (meta.lane_sel, meta.lane_at; never from pass 1's decisions, which wait for pass 2):
+         * the lane registers can then use stage 0's stateful ALUs beside the state chain's. */
+        lanes.apply(hdr, meta.lane_sel, meta.lane_at);
 
         /* Pass 1 (the tables below act only there: their keys carry port_frame or kind).
          * The loss draw, at once (admit reads what it leaves of the port's threshold). */
@@ -177,6 +201,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         /* the lookups, which the aggregator's admit_sel reads */
         admission.apply(hdr, meta, ig_intr_md, ig_prsr_md.parser_err);
         abs_slot_sel.apply();
+        lanes_at_sel.apply();
 
         /* Ingress -> egress: what is known by now, in one action (the TNA idiom for bridged
          * metadata); the tables below (admit_sel, l2_sel, answer) set to_worker, flood,

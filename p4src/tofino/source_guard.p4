@@ -8,6 +8,9 @@ control SourceGuard(in headers_t hdr, inout ingress_metadata_t meta) {
         meta.spoofed = 1;   /* the drop reason is admit's (job_admission.p4) */
     }
 
+    /* in the stage of the admission's lookups: admit_sel reads it, and left to itself the
+     * compiler placed it a stage later, which delayed the whole chain (docs/tofino.md) */
+    @stage(1)
     table switch_sources {
         key = { hdr.ethernet.src_addr: exact; }
         actions = { spoofed; @defaultonly NoAction; }

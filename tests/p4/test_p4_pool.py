@@ -1,13 +1,11 @@
 """The shared pool (docs/protocol.md §4.6): borrowed slots sum in lanes that jobs claim per
-chunk and release on completion or takeover. The v1model program only: the TNA program has no
-pool, and its controller refuses a job that borrows."""
+chunk and release on completion or takeover; on every target, the TNA program's included."""
 
 import numpy as np
 import pytest
 
 from protocol import constants as P
 from tests.p4.packets import Job, assert_result_to_all, job_spec, random_lanes
-from tests.tofino.targets import TNA_TARGETS
 
 POOL = 4
 BORROWED = 2  # chunk 2 of a job with 2 slots of its own and 2 borrowed: pool slot 0, set 0
@@ -16,9 +14,7 @@ BORROWED = 2  # chunk 2 of a job with 2 slots of its own and 2 borrowed: pool sl
 @pytest.fixture
 def jobs(target, controller):
     """Jobs 11 and 12, two workers each, 2 slots of their own and 2 borrowed from a pool of 4."""
-    if target.name in TNA_TARGETS:
-        pytest.skip("the TNA program has no shared pool")
-    controller.desired.allocator.resize_pool(POOL)
+    controller.resize_pool(POOL)
     a, b = (Job(job_spec(i, 2, slots=2, borrow=2), target) for i in (11, 12))
     controller.admit(a.spec)
     controller.admit(b.spec)
@@ -85,17 +81,18 @@ def test_a_chunk_that_finds_the_lanes_held_is_summed_by_a_helper(jobs, controlle
     assert_result_to_all(b, b.data(1, 0, own[1]), 0, own[0] + own[1], 0b11, 2)
 
     assert_result_to_all(a, a.data(1, BORROWED, rows[1]), BORROWED, rows[0] + rows[1], 0b11, 2)
-    total = rows[2] + rows[3]  # the helper's sum, stored now that the lanes are free
+    total = rows[2] + rows[3]  # the helper's sum: its chunk never had the lanes, so it is
     outs = b.send(1, P.Op.HELPER_RESULT, BORROWED, total, bitmap=0b11, count=2, exp=0,
-                  scale=0x8000)
+                  scale=0x8000)  # only multicast, even with the lanes free now
     assert_result_to_all(b, outs, BORROWED, total, 0b11, 2, flags=P.Flag.HELPER)
-    assert controller.read_slot(12, BORROWED)[0].state == P.SlotState.COMPLETE
-    assert pool_holder(controller) == held_by(controller, 12, held=False)
-    [(_, copy)] = b.data(0, BORROWED, rows[2])
-    np.testing.assert_array_equal(copy.lanes, total)
+    assert controller.read_slot(12, BORROWED)[0].state == P.SlotState.TAKEN
+    assert pool_holder(controller) == held_by(controller, 11, held=False)
+    [(_, to_helper)] = b.data(0, BORROWED, rows[2])  # a late worker goes to the helper
+    assert to_helper.header.reason == P.Bounce.TAKEN and to_helper.header.worker == 1
 
 
-def test_takeover_gives_the_lanes_back_and_the_helper_result_waits_for_them(jobs, controller):
+def test_takeover_gives_the_lanes_back_and_a_helper_result_is_stored_only_in_its_own(jobs,
+                                                                                    controller):
     a, b = jobs
     rows = random_lanes(np.random.default_rng(4), 4)
     a.data(0, BORROWED, rows[0])
@@ -121,8 +118,26 @@ def test_takeover_gives_the_lanes_back_and_the_helper_result_waits_for_them(jobs
     [(_, copy)] = b.data(0, BORROWED, rows[2])
     np.testing.assert_array_equal(copy.lanes, rows[2] + rows[3])
 
-    a.send(0, P.Op.HELPER_RESULT, BORROWED, total, **result)  # the lanes are free now
+    a.send(0, P.Op.HELPER_RESULT, BORROWED, total, **result)  # free, but no longer its lanes
+    assert controller.read_slot(11, BORROWED)[0].state == P.SlotState.TAKEN
+    assert pool_holder(controller) == held_by(controller, 12, held=False)
+    [(_, copy)] = b.data(0, BORROWED, rows[2])  # job 12's result is still there
+    np.testing.assert_array_equal(copy.lanes, rows[2] + rows[3])
+
+
+def test_a_helper_result_is_stored_in_lanes_still_its_own(jobs, controller):
+    """Taken over and released, with no other claim since: the helper's result goes into the
+    lanes, which hold it (released) for the late workers' copies."""
+    a, _ = jobs
+    rows = random_lanes(np.random.default_rng(6), 2)
+    a.data(0, BORROWED, rows[0])
+    a.send(0, P.Op.TAKEOVER, BORROWED)
+    total = rows[0] + rows[1]
+    outs = a.send(0, P.Op.HELPER_RESULT, BORROWED, total, bitmap=0b11, count=2, exp=0,
+                  scale=0x8000)
+    assert_result_to_all(a, outs, BORROWED, total, 0b11, 2, flags=P.Flag.HELPER)
     assert controller.read_slot(11, BORROWED)[0].state == P.SlotState.COMPLETE
+    assert pool_holder(controller) == held_by(controller, 11, held=False)
     [(_, copy)] = a.data(1, BORROWED, rows[1])
     assert copy.header.flags & P.Flag.COPY
     np.testing.assert_array_equal(copy.lanes, total)

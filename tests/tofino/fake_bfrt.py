@@ -112,7 +112,7 @@ def program_schema() -> dict[str, TableSchema]:
                 (default_action, dict(zip(params, values, strict=True))),
                 read_only=bool(t.const_entries), const_default=t.default_is_const)
         for r, (cell_type, size) in c.registers.items():
-            parts = ("lo", "hi") if cell_type == "lane_pair_t" else ("f1",)
+            parts = ("lo", "hi") if cell_type.endswith("_pair_t") else ("f1",)
             name = f"{p4_text.PIPE}.{path}.{r}"
             schema[name] = TableSchema(name, ("$REGISTER_INDEX",),
                                        {None: tuple(f"{path}.{r}.{p}" for p in parts)},

@@ -103,7 +103,9 @@ def _read_control(c: Control) -> Control:
 
 def _read_table(name: str, body: str) -> Table:
     key_body = braced(body, body.index("key"))[0] if "key" in body else ""
-    keys = re.findall(r"([\w.$\[\]:]+)\s*:\s*(\w+)\s*;", key_body)
+    # A header's validity is a key as BF Runtime names it (`hdr.x.isValid()` -> `hdr.x.$valid`).
+    keys = [(re.sub(r"\.isValid\(\)$", ".$valid", k), kind) for k, kind in
+            re.findall(r"([\w.$\[\]:]+(?:\(\))?)\s*:\s*(\w+)\s*;", key_body)]
     actions_body = braced(body, body.index("actions"))[0]
     actions = [a.split()[-1] for a in actions_body.replace(";", " ; ").split(";")
                if a.strip()]

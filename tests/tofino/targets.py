@@ -78,6 +78,10 @@ class TwinController(Controller):
         self.tofino.reconcile()
         return counts
 
+    def resize_pool(self, pool_slots: int) -> None:
+        super().resize_pool(pool_slots)
+        self.tofino.resize_pool(pool_slots)
+
     def admit(self, spec):
         job = super().admit(spec)
         twin = self.tofino.admit(spec)

@@ -4,7 +4,6 @@ that one job spec gives the same switch state on both backends."""
 
 import json
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,13 +72,8 @@ def every_change(ctl) -> None:
 
 
 def state(ctl) -> dict:
-    """A switch's tables, jobs and groups as the controller reads them back; without the
-    jobs entries' pool parameters, which only the v1model program has (a job that borrows
-    nothing owns all its slots, docs/protocol.md §4.6)."""
-    def without_pool(entry):
-        params = tuple(p for p in entry.params if p[0] not in ("own_slots", "pool_base"))
-        return repr(replace(entry, params=params))
-    return {"tables": {t: sorted(map(without_pool, ctl.read_entries(t)))
+    """A switch's tables, jobs and groups as the controller reads them back."""
+    return {"tables": {t: sorted(map(repr, ctl.read_entries(t)))
                        for t in ctl.plan.tables()},
             "defaults": {t: [repr(e) for e in ctl._read_table(t) if e.is_default]
                          for t in ctl.plan.tables()},
@@ -156,17 +150,34 @@ def test_a_job_across_two_pipes_is_refused_before_anything_is_written(fake):
     assert fake.writes == [] and ctl.jobs == {}
 
 
-def test_a_job_that_borrows_is_refused_before_anything_is_written(fake):
-    """The TNA program has no shared pool (docs/protocol.md §4.6)."""
-    ctl = TofinoController("tofino", switch_config((1, 2)),
+def test_a_job_borrows_from_the_pool_and_its_removal_frees_the_lanes_it_holds(fake):
+    """A borrowing job's entry places its borrowed slots in the pool (docs/protocol.md §4.6);
+    removing it clears the pool aggregators its chunks hold, in its pipe, and no others."""
+    ctl = TofinoController("tofino", switch_config((1, 2, 130, 131)),
                            client=FakeClient({"tofino": fake})).connect()
     ctl.reconcile()
-    ctl.desired.allocator.resize_pool(8)
-    fake.writes.clear()
-    spec = JobSpec(4, 2, (WorkerSpec(0, 1, "02:00:00:00:04:01", "10.4.0.1"),), borrow=2)
-    with pytest.raises(SpecError, match="borrows 2 slots, but the TNA program has no shared"):
-        ctl.admit(spec)
-    assert fake.writes == [] and ctl.jobs == {}
+    ctl.resize_pool(8)
+    spec = JobSpec(4, 2, tuple(WorkerSpec(i, 130 + i, f"02:00:00:00:04:0{i}", f"10.4.0.{i + 1}")
+                               for i in range(2)), borrow=2)
+    placed = ctl.admit(spec)
+    [entry] = ctl.read_entries("SaAtpIngress.admission.jobs")
+    params = dict(entry.params)
+    assert (params["num_slots"], params["own_slots"]) == (4, 2)
+    assert params["pool_base"] == placed.pool_base
+    pool = list(ctl.desired.allocator.pool_range())
+    holder = "pipe.SaAtpIngress.aggregator.lane_holder"
+    mine = 2 * (placed.slot_base + 2) + 1        # chunk 6's aggregator: borrowed slot 2, set 1
+    cells = {pool[1]: mine + 1, pool[2]: (mine + 1) | P.POOL_HELD,   # held, released by it
+             pool[3]: 0x7FF | P.POOL_HELD}                             # another job's
+    for pipe in (0, 1):
+        for index, hi in cells.items():
+            fake.set_register(holder, pipe, index, {f"{holder[5:]}.lo": (hi & ~P.POOL_HELD) - 1,
+                                                    f"{holder[5:]}.hi": hi})
+    ctl.remove(4)
+    held = {pipe: {i: fake.register(holder, pipe, i)[f"{holder[5:]}.hi"] for i in cells}
+            for pipe in (0, 1)}
+    assert held[1] == {pool[1]: 0, pool[2]: 0, pool[3]: cells[pool[3]]}
+    assert held[0] == cells   # the other pipe's registers are another pool
 
 
 def test_reconcile_restores_a_restarted_switch_and_then_writes_nothing(tofino, fake):

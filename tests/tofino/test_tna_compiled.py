@@ -99,7 +99,8 @@ def test_the_program_fits_tofino_1():
 # Pass 1 as a chain of tables, each reading what the one before it wrote (docs/tofino.md,
 # 'Stages'): the compiler places a reader after its writer only if the source applies it after.
 CHAIN = ("admission.jobs", "abs_slot_sel", "aggregator.admit_sel", "aggregator.run_id_sel",
-         "aggregator.chunk_id_sel", "aggregator.member_sel", "aggregator.progress_sel",
+         "aggregator.chunk_id_sel", "aggregator.lane_holder_sel",
+         "aggregator.progress_check_sel", "aggregator.progress_sel",
          "aggregator.contributors_sel", "decide.decide", "respond.answer")
 
 

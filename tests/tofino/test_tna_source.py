@@ -57,7 +57,7 @@ def test_each_stateful_control_is_instantiated_once():
 def test_register_cells_are_one_word_or_a_pair(control, register):
     """A stateful ALU reads and writes one 32-bit word or a pair of them per execution."""
     cell, _ = control.registers[register]
-    assert cell in ("bit<8>", "bit<16>", "bit<32>", "lane_pair_t")
+    assert cell in ("bit<8>", "bit<16>", "bit<32>", "lane_pair_t", "holder_pair_t")
 
 
 @pytest.mark.parametrize("name, spec", [(n, s) for c in STATEFUL.values()
@@ -80,6 +80,16 @@ def test_lanes_are_pairs_of_two_words_covering_every_lane_once():
     assert sorted(int(v) for v in used) == list(range(P.LANES))
     header = PROGRAM[PROGRAM.index("header lanes_h"):]
     assert len(re.findall(r"bit<32> v\d\d;", header[:header.index("}")])) == P.LANES
+
+
+def test_the_lanes_act_only_on_a_frame_whose_lanes_are_whole():
+    """The lanes run in stage 0 on the parser's word alone, before the apply block's checks of
+    a management request: a request cut short must find every lane table missing."""
+    lanes = CONTROLS["Lanes"]
+    for table in lanes.tables.values():
+        assert [k for k, _ in table.keys] == ["lane_op", "hdr.lanes.$valid"], table.name
+        assert table.const_entries and table.default == "NoAction()", table.name
+        assert all(values[1] == "true" for values, _ in table.const_entries), table.name
 
 
 def test_the_model_has_every_register_action_of_the_source():
@@ -115,7 +125,10 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.use_l2": range(2), "meta.l2_flood": range(2), "meta.udp_valid": range(2),
            "hdr.udp.src_port": (0, 80, P.UDP_PORT), "hdr.udp.dst_port": (0, 80, P.UDP_PORT),
            "meta.inband_fanin": range(2), "hdr.sa.fanin": (0, 1, 2, 7),
-           "meta.fan_in": (0, 1, 2, 3, 32)}
+           "meta.fan_in": (0, 1, 2, 3, 32),
+           # the shared pool: lanes_at_sel, lane_holder_sel and what lane_holder answers
+           "meta.own_slots": (0, 1, 7), "meta.lanes_away": range(2),
+           "meta.response": range(9), "meta.lane_op": range(6), "hdr.pass.response": range(9)}
 
 
 def tcam(table, values: dict, consts: dict):
@@ -150,11 +163,13 @@ def _named(function):
 
 TABLE_FUNCTIONS = {"decide": ("Decide", tables.decide), "admit_sel": ("Aggregator", tables.admit),
                    "abs_slot_sel": ("SaAtpIngress", lambda m: (
-                       ("add_slot", ()) if m["port_frame"] else ("NoAction", ()))),
+                       ("add_slot", ()) if m["kind"] == tables.KIND_NONE and m["port_frame"] == (
+                           m["pass"] == tables.PASS_STATE) else ("NoAction", ()))),
                    "l2_sel": ("L2Answer", _named(tables.l2_sel)),
                    "fan_in_sel": ("Limits", _named(tables.fan_in_sel)),
                    "expected_sel": ("JobAdmission", _named(tables.expected_sel)),
-                   "start_sel": ("Limits", tables.start_sel)}
+                   "start_sel": ("Limits", tables.start_sel),
+                   "lanes_at_sel": ("SaAtpIngress", _named(tables.lanes_at_sel))}
 
 
 @pytest.mark.parametrize("table", [*tables.SELECTORS, *TABLE_FUNCTIONS])
@@ -166,8 +181,10 @@ def test_the_models_tables_are_the_const_entries(table):
     names = [k for k, _ in t.keys]
     for combo in itertools.product(*(DOMAINS[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
-        m = {k.split(".")[-1] if k.startswith("hdr.") else k.removeprefix("meta."): v
-             for k, v in values.items()}
+        m = {k.split(".")[-1] if k.startswith(("hdr.", "meta.resub.")) else
+             k.removeprefix("meta."): v for k, v in values.items()}
+        m["pass_response"] = values.get("hdr.pass.response", 0)   # beside meta.response
+        m["response"] = values.get("meta.response", 0)
         m["phase"] = values.get("meta.old_progress[17:16]", 0)
         # decide reads limit_add |-| old progress: 0 when an addition completes the chunk; a
         # duplicate completes it when moreover old progress is not at the limit (decide.p4)

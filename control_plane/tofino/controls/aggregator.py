@@ -28,6 +28,7 @@ class Aggregator:
                  for name in STATE_REGISTERS}
         lanes = {name: _read(conn, names.LANES, name, indices, pipe, ("lo", "hi"))
                  for name in LANE_REGISTERS}
+        holders = _read(conn, names.AGGREGATOR, "lane_holder", indices, pipe, ("lo", "hi"))
         states = []
         for i in indices:
             progress = cells["progress"][i]["f1"]
@@ -38,12 +39,13 @@ class Aggregator:
                 bitmap=cells["contributors"][i]["f1"], count=progress & 0xFF,
                 scale=cells["agreed_scale"][i]["f1"], exp=cells["max_exp"][i]["f1"],
                 helper=cells["helper_id"][i]["f1"], run=cells["run_id"][i]["f1"],
-                lanes=tuple(_int32(v) for v in low + high)))
+                lanes=tuple(_int32(v) for v in low + high), holder=holders[i]["hi"]))
         return states
 
     def clear(self, conn: BfrtConnection, indices, pipe: int = ALL_PIPES) -> None:
-        """Zero every register of the aggregators, and their workers' `member` cells (a zero
-        generation is never current: the first aggregation bumps it to 1)."""
+        """Zero every register of the aggregators (a pool aggregator's lane holder too), and
+        their workers' `member` cells (a zero generation is never current: the first
+        aggregation bumps it to 1)."""
         indices = _checked(indices)
         writes = [("modify", _cell(names.AGGREGATOR, name, i, {"f1": 0}))
                   for name in STATE_REGISTERS for i in indices]
@@ -51,6 +53,8 @@ class Aggregator:
                    for i in indices for w in range(P.MAX_WORKERS)]
         writes += [("modify", _cell(names.LANES, name, i, {"lo": 0, "hi": 0}))
                    for name in LANE_REGISTERS for i in indices]
+        writes += [("modify", _cell(names.AGGREGATOR, "lane_holder", i, {"lo": 0, "hi": 0}))
+                   for i in indices]
         conn.write(writes, pipe)
 
     def evictions(self, conn: BfrtConnection, job_index: int) -> int:

@@ -58,6 +58,7 @@ const bit<8>  MGMT_CLEAR_AGGREGATOR = 2;
 #define NUM_MEMBER_CELLS 262144
 #define LANES 64
 #define LANE_PAIRS 32
+const bit<16> POOL_HELD = 0x8000;
 
 typedef bit<13> agg_index_t;
 typedef bit<18> member_index_t;

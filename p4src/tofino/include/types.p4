@@ -44,6 +44,7 @@ const bit<32> TAKEN_BASE        = 0x20000;          /* PHASE_TAKEN << 16 */
 const bit<32> AGGREGATING_BASE  = 0x30000;          /* PHASE_AGGREGATING << 16 */
 const bit<18> PROGRESS_STARTED      = 0x30001;   /* AGGREGATING_BASE | 1: a first contribution */
 const bit<18> PROGRESS_STARTED_DONE = 0x10001;   /* COMPLETE_BASE | 1: one that completes */
+const bit<18> PROGRESS_STARTED_TAKEN = 0x20001;  /* TAKEN_BASE | 1: one that finds the pool busy */
 const bit<32> ADD_AND_COMPLETE  = 0xFFFE0001;       /* count + 1, AGGREGATING -> COMPLETE */
 const bit<18> DUP_COMPLETE      = 0x20000;          /* less: AGGREGATING -> COMPLETE */
 const bit<18> TAKE_OVER         = 0x10000;          /* less: AGGREGATING -> TAKEN */
@@ -54,7 +55,7 @@ const bit<3> LANES_STORE = 1;
 const bit<3> LANES_ADD   = 2;
 const bit<3> LANES_LOAD  = 3;   /* the low words into the packet */
 const bit<3> LANES_HIGH  = 4;   /* the high words into the packet */
-const bit<3> LANES_CLEAR = 5;   /* zero the packet's lanes, then STORE them */
+const bit<3> LANES_CLEAR = 5;   /* a management clear: lane_holder clears; the lanes STORE the request's */
 
 /* How a packet is answered. */
 const bit<4> RESPOND_NONE          = 0;
@@ -72,6 +73,16 @@ const bit<4> RESPOND_PENDING       = 8;
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 
+/* Who holds a pool aggregator's lanes (docs/protocol.md §4.6), as a pair so that a stateful ALU
+ * asks "is it this aggregator" and "is it held" in its two comparisons: hi is the v1model
+ * program's lane_holder (the holding aggregator's index + 1, with POOL_HELD while its chunk
+ * aggregates; 0: free), lo the holding aggregator's index (0 when free: aggregator 0 is slot
+ * 0 of a job, always its own, so never a holder). */
+struct holder_pair_t {
+    bit<16> lo;
+    bit<16> hi;
+}
+
 /* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). Each field has its own byte(s),
  * so that each container it lands in has one source. */
 header resubmit_h {
@@ -81,8 +92,8 @@ header resubmit_h {
     bit<4>      response;
     bit<8>      job_index;
     bit<16>     job_group;   /* the job's group: the admission writes it here in pass 1 */
-    bit<3>      _pad1;
-    agg_index_t index;       /* the aggregator: a copy of meta.index */
+    bit<3>      _pad3;
+    agg_index_t lane_index;  /* where its lanes are: the aggregator's, or the pool's (§4.6) */
     bit<8>      _pad2;
 }
 
@@ -94,8 +105,8 @@ header pass_h {
     bit<16>     job_group;
     bit<7>      _pad1;
     PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
-    bit<3>      _pad2;
-    agg_index_t index;       /* the aggregator, as in resubmit_h */
+    bit<3>      _pad3;
+    agg_index_t lane_index;  /* as in resubmit_h */
 }
 
 /* Ingress -> egress, filled in one action at the end of ingress from the metadata of the same
@@ -190,6 +201,9 @@ struct ingress_metadata_t {
     bit<8>      job_index;
     bit<16>     slot_base;
     bit<16>     num_slots;
+    bit<16>     own_slots;   /* then own_slots |-| slot: 0 for a borrowed slot, in every pass */
+    bit<16>     pool_base;   /* the pool's first slot; then less own_slots, then plus the slot:
+                              * the pool's pair a borrowed slot sums in (§4.6) */
     bit<8>      fan_in;
     bit<32>     expected;
     bit<1>      inband_fanin;
@@ -207,6 +221,9 @@ struct ingress_metadata_t {
     bit<12>     abs_slot;    /* slot_base + slot: the aggregator pair, before the set bit */
     bit<1>      set_bit;     /* the packet's SET flag (a request's aggregator bit 0) */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
+    bit<1>      lanes_away;      /* lane_holder: the lanes are not this aggregator's (§4.6) */
+    bit<3>      lane_sel;        /* the lanes' operation in this pass, set by the parser */
+    agg_index_t lane_at;         /* and where they are: the pass's lane index, or a request's */
     bit<18>     progress_in;   /* a progress word to write, or what progress_check subtracts */
     bit<32>     limit_add;
     bit<1>      start_done;

@@ -12,7 +12,7 @@ from protocol import constants as P
 
 LAYOUTS = {
     "pass": (("response", 4), ("_pad0", 4), ("job_index", 8), ("job_group", 16), ("_pad1", 7),
-             ("port", 9), ("_pad2", 3), ("index", 13)),
+             ("port", 9), ("_pad3", 3), ("lane_index", 13)),
     "packet_out": (("opcode", 8), ("aggregator", 32)),
     "packet_in": (("ingress_port", 9), ("_pad", 7), ("opcode", 8), ("aggregator", 32)),
     "ethernet": (("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)),

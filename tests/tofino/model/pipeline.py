@@ -114,17 +114,20 @@ class TnaModel:
         elif passno == T.PASS_LANES and packet.valid("packet_out"):
             self._management(phv)
         elif passno == T.PASS_LANES:
-            m.update(index=resub["index"], lane_op=resub["lane_op"], response=resub["response"],
-                     job_index=resub["job_index"], job_group=resub["job_group"])
+            m.update(lane_op=resub["lane_op"], response=resub["response"],
+                     job_index=resub["job_index"], job_group=resub["job_group"],
+                     lane_index=resub["lane_index"])
+            self._job_again(phv)
         else:
-            m.update(index=hdr["pass"]["index"], lane_op=T.LANES_HIGH,
-                     job_index=hdr["pass"]["job_index"])
+            route = hdr["pass"]
+            m.update(lane_op=T.LANES_HIGH, job_index=route["job_index"],
+                     lane_index=route["lane_index"], pass_response=route["response"])
+            self._job_again(phv)
         self._aggregator(phv)
         lane_op = m["lane_op"]
         if passno == T.PASS_STATE:
             lane_op = T.LANES_KEEP
-        elif lane_op == T.LANES_CLEAR:
-            hdr["lanes"] = [0] * P.LANES
+        elif lane_op == T.LANES_CLEAR:   # the request's lanes (the controller sends zeros)
             lane_op = T.LANES_STORE
         self._lanes(phv, lane_op)
         action, data, _ = self.switch.lookup("pipe.SaAtpIngress.passes.loop_port",
@@ -201,6 +204,17 @@ class TnaModel:
         if helper[2]:
             m["helper_known"], m["helper_port"] = 1, helper[1]["port"]
 
+    def _job_again(self, phv: Phv) -> None:
+        """Passes 2 and 3 look the job up again: the aggregator (admit_sel's locate), and
+        whether the slot is a borrowed one (what is left of own_slots - slot)."""
+        if phv.packet.valid("sa"):
+            m, sa = phv.meta, phv.hdr["sa"]
+            job = self.switch.lookup("pipe.SaAtpIngress.admission.jobs", {"hdr.sa.job": sa["job"]})
+            if job[0] == "SaAtpIngress.admission.set_job":
+                m["slot_base"] = job[1]["slot_base"]
+                m["own_slots"] = max(job[1]["own_slots"] - sa["slot"], 0)
+            m["index"] = (((m["slot_base"] + sa["slot"]) & 0xFFF) << 1) | (sa["flags"] & P.Flag.SET)
+
     def _prepare(self, phv: Phv) -> None:
         """The values the aggregator's registers take (the P4 computes them for every SA-ATP
         frame; only an admitted one reads them)."""
@@ -209,6 +223,13 @@ class TnaModel:
             m["fan_in"] = sa["fanin"]
         slot = (m["slot_base"] + sa["slot"]) & 0xFFF
         m["index"] = (slot << 1) | (sa["flags"] & P.Flag.SET)
+        # job_admission.p4: pool_base less own_slots, then own_slots less the slot (saturating)
+        m["pool_base"] = (m["pool_base"] - m["own_slots"]) & 0xFFFF
+        m["own_slots"] = max(m["own_slots"] - sa["slot"], 0)
+        m["lane_index"] = m["index"]
+        if tables.lanes_at_sel(m) == "pool_lanes":   # a borrowed slot: the pool's lanes
+            pool_slot = (m["pool_base"] + sa["slot"]) & 0xFFF
+            m["lane_index"] = (pool_slot << 1) | (sa["flags"] & P.Flag.SET)
         m["member_index"] = m["index"] * P.MAX_WORKERS + (sa["worker"] & 0x1F)
         m["limit_add"] = (AGGREGATING_BASE + m["fan_in"] - 1) & 0xFFFF_FFFF
         action, args = tables.start_sel(m)
@@ -227,6 +248,7 @@ class TnaModel:
             phv.tm["drop"] = True
             return
         m["index"], m["response"] = out["aggregator"], T.RESPOND_REPORT
+        m["lane_index"] = out["aggregator"]
         clear = out["opcode"] == P.MGMT_CLEAR_AGGREGATOR
         m["kind"] = T.KIND_MGMT_CLEAR if clear else T.KIND_MGMT_READ
         if clear:   # what the claims write, and what the report says
@@ -245,7 +267,7 @@ class TnaModel:
             if name == "progress_check_sel":
                 if action != "NoAction":   # what it subtracts, in progress_in (aggregator.p4)
                     m["progress_in"] = {"check_duplicate": 0x20000, "check_takeover": 0x10000,
-                                        "check_nothing": 0}[action]
+                                        "check_nothing": 0, "start_taken": 0x20001}[action]
                 if action == "check_takeover":
                     m["limit_add"] = AGGREGATING_BASE - 1
                 continue
@@ -278,13 +300,16 @@ class TnaModel:
                "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
                "member_join": "is_member", "contributors_claim": "rd_bitmap",
                "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
-               "max_exp_read": "rd_exp"}
+               "max_exp_read": "rd_exp", "lane_holder_peek": "lanes_away",
+               "lane_holder_claim_held": "lanes_away",
+               "lane_holder_claim_released": "lanes_away"}
 
     INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker"}
 
     def _execute(self, phv: Phv, register: str, action: str) -> None:
         m = phv.meta
-        index = m["member_index"] if register == "member" else m["index"]
+        index = {"member": m["member_index"], "lane_holder": m["lane_index"]}.get(register,
+                                                                                   m["index"])
         rv = self._run(phv, f"pipe.SaAtpIngress.aggregator.{register}", register, action, index)
         if register == "progress":
             m["old_progress"] = rv
@@ -303,7 +328,7 @@ class TnaModel:
         for i in range(half):
             name = f"lanes_{i:02d}"
             rv = self._run(phv, f"pipe.SaAtpIngress.lanes.{name}", name, f"{name}_{kind}",
-                           phv.meta["index"])
+                           phv.meta["lane_index"])
             if kind in ("add", "read_lo"):
                 phv.hdr["lanes"][i] = rv
             elif kind == "read_hi":

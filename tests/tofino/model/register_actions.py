@@ -109,6 +109,27 @@ def max_exp_raise(cell, phv):
     return max(cell, phv.sa["exp"]), None
 
 
+# -- lane_holder: (lo, hi) = (the holder's index, its index + 1 with POOL_HELD while held) ------
+
+def lane_holder_peek(cell, phv):
+    """1 (lanes_away) unless this aggregator holds the lanes, held or released."""
+    return cell, int(cell[0] != phv.index)
+
+
+def lane_holder_claim(held: int):
+    """This aggregator's lanes, or free ones (or another's, released), become this
+    aggregator's, with ``held``; busy ones stay as they are (1)."""
+    def claim(cell, phv):
+        if cell[0] == phv.index or cell[1] < P.POOL_HELD:
+            return (phv.index, (phv.index + 1) | held), 0
+        return cell, 1
+    return claim
+
+
+def lane_holder_clear(cell, phv):
+    return (0, 0), None
+
+
 # -- the lanes: pair i holds lane i (lo) and lane i + K/2 (hi) ------------------------------------
 
 HALF = P.LANES // 2
@@ -162,6 +183,10 @@ AGGREGATOR = {
     "max_exp": {"max_exp_claim": claim_sa("exp"), "max_exp_raise": max_exp_raise,
                 "max_exp_read": read},
     "helper_id": {"helper_id_write": claim_sa("worker"), "helper_id_read": read},
+    "lane_holder": {"lane_holder_peek": lane_holder_peek,
+                    "lane_holder_claim_held": lane_holder_claim(P.POOL_HELD),
+                    "lane_holder_claim_released": lane_holder_claim(0),
+                    "lane_holder_clear": lane_holder_clear},
 }
 
 

@@ -36,10 +36,15 @@ def _pass_one(phv) -> None:
         _to_job(phv, m["job_group"])
     elif m["lane_op"] != T.LANES_KEEP:
         phv.tm["resubmit"] = {k: m[k] for k in ("lane_op", "response", "job_index",
-                                                 "job_group", "index")}
+                                                 "job_group", "lane_index")}
     elif m["response"] == T.RESPOND_HELPER_RESULT:
         sa["op"] = P.Op.RESULT
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
+        _from_switch(phv)
+        _to_job(phv, m["job_group"])
+    elif m["response"] == T.RESPOND_PARTIAL:   # pool lanes busy: the sender's own, to the job
+        sa.update(op=P.Op.PARTIAL, reason=0, flags=sa["flags"] & P.Flag.SET,
+                  bitmap=m["worker_bit"], count=1)
         _from_switch(phv)
         _to_job(phv, m["job_group"])
 
@@ -70,7 +75,7 @@ def _pass_two(phv) -> None:
     if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
         phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
                            "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
-                           "_pad2": 0, "index": m["index"]}
+                           "_pad3": 0, "lane_index": m["lane_index"]}
         phv.tm["ucast"] = m["loop_port"]
         phv.bridge["to_loop"] = 1
     elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):

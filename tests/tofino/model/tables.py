@@ -35,8 +35,8 @@ def admit(m: dict) -> tuple[str, tuple[int, ...]]:
     aggregator is asked. ``registered``, ``num_slots`` (less the slot), ``loss_left`` and
     ``expected_worker`` count by whether they are 0. Only pass 1 of a frame
     from a port (``port_frame``) is admitted."""
-    if not m["port_frame"]:   # and in pass 2, a management clear vacates the aggregator
-        return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "NoAction"), ()
+    if not m["port_frame"]:   # passes 2 and 3 and management requests find the aggregator
+        return ("do_valid_vacate" if m["kind"] == KIND_MGMT_CLEAR else "locate"), ()   # again
     if m["drop_reason"] == P.DropReason.MALFORMED:
         return "NoAction", ()
     if m["spoofed"]:
@@ -103,6 +103,14 @@ def start_sel(m: dict) -> tuple[str, tuple[int, ...]]:
     return ("start", (1,)) if done else ("NoAction", ())
 
 
+def lanes_at_sel(m: dict) -> str:
+    """Where a frame's lanes are (sa_atp_tna.p4): a borrowed slot's, where nothing is left of
+    own_slots - slot, in the pool's; the others in the aggregator's own."""
+    if not m["port_frame"]:
+        return "NoAction"
+    return "pool_lanes" if m["own_slots"] == 0 else "own_lanes"
+
+
 def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) -> str:
     """Pass 2 clears the aggregator for the controller, or reads it to describe it (with
     ``report_only``, only for a management read: run and chunk go into its header)."""
@@ -158,6 +166,33 @@ def agreed_scale_sel(m: dict) -> str:
     return _pass_two(m, "do_agreed_scale_claim", "do_agreed_scale_read")
 
 
+def lane_holder_sel(m: dict) -> str:
+    """A borrowed slot's pool lanes (docs/protocol.md §4.6): pass 1 claims them for a chunk
+    that starts (held, or released at once if its first contribution completes it) and asks
+    about them for one held; pass 2 claims them released for a stored HELPER_RESULT (and a
+    management clear clears them); pass 3 releases them once a result or a partial has its
+    high words."""
+    borrowed = m["own_slots"] == 0   # nothing left of own_slots - slot, in every pass
+    if m["pass"] == PASS_STATE:
+        if not borrowed:
+            return "NoAction"
+        if _data(m, SIT_NEWER):
+            return ("do_lane_holder_claim_released" if m["start_done"]
+                    else "do_lane_holder_claim_held")
+        if m["situation"] == SIT_HELD and m["kind"] in (KIND_DATA, KIND_PROBE, KIND_TAKEOVER,
+                                                         KIND_HELPER_RESULT):
+            return "do_lane_holder_peek"
+        return "NoAction"
+    if m["pass"] == PASS_LANES:
+        if m["kind"] == KIND_MGMT_CLEAR:
+            return "do_lane_holder_clear"
+        stored = m["response"] == RESPOND_HELPER_RESULT and m["lane_op"] == LANES_STORE
+        return "do_lane_holder_claim_released" if borrowed and stored else "NoAction"
+    if borrowed and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL):
+        return "do_lane_holder_claim_released"
+    return "NoAction"
+
+
 def member_sel(m: dict) -> str:
     if _data(m, SIT_NEWER) or (_data(m, SIT_HELD) and m["scale_ok"] == 1):
         return "do_member_join"
@@ -165,14 +200,17 @@ def member_sel(m: dict) -> str:
 
 
 def progress_check_sel(m: dict) -> str:
-    """The delta progress_check adds, in progress_in, where no claim needs progress_in."""
-    if _data(m, SIT_NEWER) or (m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT
-                               and m["situation"] == SIT_HELD):
-        return "NoAction"
+    """The delta progress_check adds, in progress_in, where no claim needs progress_in; or,
+    for a chunk whose pool lanes are busy, the word its claim writes (TAKEN, count 1)."""
+    away = m["lanes_away"]   # a start: busy; a held chunk: no longer its lanes (§4.6)
+    if _data(m, SIT_NEWER):
+        return "start_taken" if away else "NoAction"
+    if m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD:
+        return "check_nothing" if away else "NoAction"
     if _data(m, SIT_HELD) and m["scale_ok"] == 1:
         return "check_duplicate"
     if (m["pass"] == PASS_STATE and m["kind"] == KIND_TAKEOVER
-            and m["situation"] == SIT_HELD):
+            and m["situation"] == SIT_HELD and not m["lanes_away"]):
         return "check_takeover"
     return "check_nothing"
 
@@ -187,7 +225,7 @@ def progress_sel(m: dict) -> str:
     if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["is_member"] == 0:
         return "do_progress_add"
     if m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD:
-        return "do_progress_helper"
+        return "do_progress_check" if m["lanes_away"] else "do_progress_helper"
     return "do_progress_check"
 
 
@@ -199,7 +237,7 @@ def contributors_sel(m: dict) -> str:
     if _data(m, SIT_NEWER):
         return "do_contributors_claim"
     if (m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD
-            and m["phase"] == PHASE_TAKEN):
+            and m["phase"] == PHASE_TAKEN and not m["lanes_away"]):
         return "do_contributors_helper"   # the helper's bitmap
     if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING:
         return "do_contributors_join"
@@ -211,7 +249,7 @@ def max_exp_sel(m: dict) -> str:
         return "do_max_exp_claim"
     if (m["pass"] == PASS_STATE and m["kind"] == KIND_HELPER_RESULT
             and m["situation"] == SIT_HELD and m["phase"] == PHASE_TAKEN):
-        return "do_max_exp_claim"
+        return "NoAction" if m["lanes_away"] else "do_max_exp_claim"
     if (_data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING
             and m["is_member"] == 0):
         return "do_max_exp_raise"
@@ -220,7 +258,10 @@ def max_exp_sel(m: dict) -> str:
 
 def helper_id_sel(m: dict) -> str:
     held = m["pass"] == PASS_STATE and m["situation"] == SIT_HELD
-    if held and m["kind"] == KIND_TAKEOVER and m["phase"] in (PHASE_AGGREGATING, PHASE_TAKEN):
+    if _data(m, SIT_NEWER) and m["lanes_away"]:   # busy: the sender, as its helper
+        return "do_helper_id_write"
+    if (held and m["kind"] == KIND_TAKEOVER and m["phase"] in (PHASE_AGGREGATING, PHASE_TAKEN)
+            and not m["lanes_away"]):
         return "do_helper_id_write"
     if held and m["kind"] in (KIND_DATA, KIND_PROBE) and m["phase"] == PHASE_TAKEN:
         return "do_helper_id_read"
@@ -228,13 +269,16 @@ def helper_id_sel(m: dict) -> str:
 
 
 def decide(m: dict) -> tuple[str, tuple[int, ...]]:
-    """Pass 1's answer, in the order of docs/protocol.md §4.2-§4.4."""
+    """Pass 1's answer, in the order of docs/protocol.md §4.2-§4.4 and §4.6 (``kept``: the
+    lanes are still this aggregator's, always so for an own slot)."""
     kind, sit, phase = m["kind"], m["situation"], m["phase"]
+    kept = not m["lanes_away"]
     if sit == SIT_OLD_RUN:
         return "bounce", (P.Bounce.OLD_RUN,)
     if kind == KIND_PROBE:
         if sit == SIT_HELD and phase == PHASE_COMPLETE:
-            return "respond", (RESPOND_COPY, LANES_LOAD)
+            return ("respond", (RESPOND_COPY, LANES_LOAD)) if kept else (
+                "bounce", (P.Bounce.STALE,))
         if sit == SIT_HELD and phase == PHASE_TAKEN:
             return "bounce", (P.Bounce.TAKEN,)
         if sit == SIT_HELD:
@@ -245,19 +289,21 @@ def decide(m: dict) -> tuple[str, tuple[int, ...]]:
     if kind == KIND_DATA:
         return _decide_data(m)
     if kind == KIND_TAKEOVER:
-        if sit != SIT_HELD:
+        if sit != SIT_HELD or not kept:
             return "bounce", (P.Bounce.NOT_HELD,)
         if phase == PHASE_COMPLETE:
             return "respond", (RESPOND_COPY, LANES_LOAD)
         return "respond", (RESPOND_PARTIAL, LANES_LOAD)
     if kind == KIND_HELPER_RESULT:
-        stored = sit == SIT_HELD and phase == PHASE_TAKEN
+        stored = sit == SIT_HELD and phase == PHASE_TAKEN and kept
         return "respond", (RESPOND_HELPER_RESULT, LANES_STORE if stored else LANES_KEEP)
     return "NoAction", ()
 
 
 def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
     sit, phase = m["situation"], m["phase"]
+    if sit == SIT_NEWER and m["lanes_away"]:   # busy: its own lanes are the partial
+        return "respond", (RESPOND_PARTIAL, LANES_KEEP)
     if sit == SIT_NEWER:
         return "respond", (RESPOND_RESULT if m["start_done"] else RESPOND_ABSORB, LANES_STORE)
     if sit == SIT_OLDER:
@@ -267,6 +313,8 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
     if m["scale_ok"] == 0:
         return "bounce", (P.Bounce.SCALE_MISMATCH,)
     if phase == PHASE_COMPLETE:
+        if m["lanes_away"]:   # the result's pool lanes went on
+            return "bounce", (P.Bounce.STALE,)
         return "respond", (RESPOND_COPY, LANES_LOAD)
     if m["is_member"]:   # a duplicate: complete now if the fan-in was lowered, else PENDING
         if m["dup_done"]:
@@ -278,7 +326,7 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
 SELECTORS = {
     "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
     "generation_sel": generation_sel, "agreed_scale_sel": agreed_scale_sel,
-    "member_sel": member_sel, "progress_check_sel": progress_check_sel,
+    "lane_holder_sel": lane_holder_sel, "member_sel": member_sel, "progress_check_sel": progress_check_sel,
     "progress_sel": progress_sel, "contributors_sel": contributors_sel,
     "max_exp_sel": max_exp_sel, "helper_id_sel": helper_id_sel,
 }
