@@ -192,6 +192,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_STATE, _, _): do_run_id_compare();
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_run_id_claim();
             (PASS_LANES, KIND_MGMT_READ, _): do_run_id_read();
+            (PASS_HIGH, _, _): do_run_id_compare();   /* is it still this run? (respond.p4) */
         }
         const default_action = NoAction();
     }
@@ -251,6 +252,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_STATE, _, _, _): situation_newer();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_chunk_id_claim();
             (PASS_LANES, KIND_MGMT_READ, _, _): do_chunk_id_read();
+            (PASS_HIGH, _, _, _): do_chunk_id_compare();   /* and this chunk? */
         }
         const default_action = NoAction();
     }
@@ -319,13 +321,15 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     /* -- lane_holder: a borrowed slot's lanes, claimed per chunk (docs/protocol.md §4.6) --------
      * Indexed by where the lanes are (the pool's), run only for a borrowed slot (nothing left
      * of own_slots - slot, in every pass: passes 2 and 3 look the job up again) and a
-     * management clear. Pass 1 claims the lanes for a chunk that starts (held while it
-     * aggregates, released at once when its first contribution completes it), or asks whether
-     * they are still this aggregator's; pass 2 claims them released for a stored
-     * HELPER_RESULT; pass 3, after the high words are read, releases them when a chunk
-     * completes or is taken over, so that no other job's chunk can store into them before the
-     * sum has left. Both questions answer with the same bit, lanes_away: a pair register's
-     * ALU outputs a constant only through its predicate, at one bit for all its actions. */
+     * management clear. Pass 1 claims the lanes, held, for a chunk that starts, or asks
+     * whether they are still this aggregator's; pass 2 releases them for a stored
+     * HELPER_RESULT and for a first contribution that completes its chunk; pass 3, after the
+     * high words are read, releases them when a chunk completes or is taken over (so that no
+     * other job's chunk can store into them before the sum has left), and for every answer
+     * says whether they were still this aggregator's (respond.p4 drops or bounces the answer
+     * if not). A release touches only this aggregator's lanes. Every question answers with the
+     * same bit, lanes_away: a pair register's ALU outputs a constant only through its
+     * predicate, at one bit for all its actions. */
     RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_peek = {
         void apply(inout holder_pair_t cell, out bit<1> away) {
             if (cell.lo != (bit<16>)meta.index) {
@@ -345,10 +349,10 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             }
         }
     };
-    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_claim_released = {
+    /* this aggregator's lanes become released; any others stay as they are (1) */
+    RegisterAction<holder_pair_t, agg_index_t, bit<1>>(lane_holder) lane_holder_release = {
         void apply(inout holder_pair_t cell, out bit<1> away) {
-            if (cell.lo == (bit<16>)meta.index || cell.hi < POOL_HELD) {
-                cell.lo = (bit<16>)meta.index;
+            if (cell.lo == (bit<16>)meta.index) {
                 cell.hi = (bit<16>)meta.index + 1;
             } else {
                 away = 1;
@@ -367,28 +371,28 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     action do_lane_holder_claim_held() {
         meta.lanes_away = lane_holder_claim_held.execute(meta.resub.lane_index);
     }
-    action do_lane_holder_claim_released() {
-        meta.lanes_away = lane_holder_claim_released.execute(meta.resub.lane_index);
+    action do_lane_holder_release() {
+        meta.lanes_away = lane_holder_release.execute(meta.resub.lane_index);
     }
     action do_lane_holder_clear() { lane_holder_clear.execute(meta.resub.lane_index); }
     table lane_holder_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
-                meta.own_slots: ternary; meta.start_done: ternary; meta.response: ternary;
-                meta.lane_op: ternary; hdr.pass.response: ternary; }
-        actions = { do_lane_holder_peek; do_lane_holder_claim_held;
-                    do_lane_holder_claim_released; do_lane_holder_clear; NoAction; }
+                meta.own_slots: ternary; meta.response: ternary; meta.lane_op: ternary;
+                hdr.pass.response: ternary; }
+        actions = { do_lane_holder_peek; do_lane_holder_claim_held; do_lane_holder_release;
+                    do_lane_holder_clear; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, 0, _, _, _): do_lane_holder_claim_held();
-            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, 1, _, _, _): do_lane_holder_claim_released();
-            (PASS_STATE, KIND_DATA, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_PROBE, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _, _): do_lane_holder_clear();
-            (PASS_LANES, _, _, 0, _, RESPOND_HELPER_RESULT, LANES_STORE, _):
-                do_lane_holder_claim_released();
-            (PASS_HIGH, _, _, 0, _, _, _, RESPOND_RESULT): do_lane_holder_claim_released();
-            (PASS_HIGH, _, _, 0, _, _, _, RESPOND_PARTIAL): do_lane_holder_claim_released();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, _, _, _): do_lane_holder_claim_held();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_PROBE, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _): do_lane_holder_clear();
+            (PASS_LANES, _, _, 0, RESPOND_HELPER_RESULT, LANES_STORE, _): do_lane_holder_release();
+            (PASS_LANES, _, _, 0, RESPOND_RESULT, LANES_STORE, _): do_lane_holder_release();
+            (PASS_HIGH, _, _, 0, _, _, RESPOND_RESULT): do_lane_holder_release();
+            (PASS_HIGH, _, _, 0, _, _, RESPOND_PARTIAL): do_lane_holder_release();
+            (PASS_HIGH, _, _, 0, _, _, RESPOND_COPY): do_lane_holder_release();
         }
         const default_action = NoAction();
     }

@@ -3,7 +3,8 @@
  *           lanes is resubmitted with what pass 1 decided;
  *   pass 2  after the lanes: the header describes the aggregator; a packet that carries a sum it
  *           did not bring (ADD, LOAD) goes round a loop port for the high words;
- *   pass 3  after the high words: out to where pass 2 addressed it. */
+ *   pass 3  after the high words: out to where pass 2 addressed it, if the aggregator still
+ *           holds the chunk. */
 #ifndef SA_ATP_TNA_RESPOND_P4
 #define SA_ATP_TNA_RESPOND_P4
 
@@ -178,39 +179,58 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         to_job(hdr.pass.job_group);
         hdr.pass.setInvalid();
     }
+    /* The aggregator moved on while the packet was on the loop (another chunk or run claimed
+     * it, or another aggregator its pool lanes, and may have stored into them): the low words
+     * are this chunk's sum, the high words perhaps not. A copy becomes the STALE bounce a
+     * copy asked for too late gets (the result is at the workers); a result or partial is
+     * dropped (the workers ask again). */
+    action p3_stale() {
+        hdr.sa.op = OP_BOUNCE;
+        hdr.sa.reason = BOUNCE_STALE;
+        hdr.sa.flags[7:1] = 0;
+        p3_unicast();
+    }
+    action p3_drop() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
 
     /* Every answer in one table (a chain of conditions took three stages and more tables than
      * a stage holds). Pass 2 sees the (response, lanes) pairs decide gives, and a management
-     * request's (REPORT, CLEAR or LOAD); a report reads the slot state from `progress`. */
+     * request's (REPORT, CLEAR or LOAD); a report reads the slot state from `progress`. Pass
+     * 3 sees whether the aggregator still holds the chunk (run_id, chunk_id, lane_holder). */
     table answer {
         key = { meta.pass: ternary; meta.response: ternary; meta.lane_op: ternary;
-                meta.old_progress[17:16]: ternary; hdr.pass.response: ternary; }
+                meta.old_progress[17:16]: ternary; hdr.pass.response: ternary;
+                meta.run_class: ternary; meta.situation: ternary; meta.lanes_away: ternary; }
         actions = { p1_bounce; p1_pending; p1_resubmit; p1_partial; helper_result; p2_absorb;
                     p2_result_job;
                     p2_result_loop; p2_copy_loop; p2_partial_loop; p2_cleared; p2_report_loop;
-                    p3_unicast; p3_cpu; p3_job; NoAction; }
+                    p3_unicast; p3_cpu; p3_job; p3_stale; p3_drop; NoAction; }
         const entries = {
-            (PASS_STATE, RESPOND_BOUNCE, _, _, _): p1_bounce();
-            (PASS_STATE, RESPOND_PENDING, _, _, _): p1_pending();
-            (PASS_STATE, RESPOND_HELPER_RESULT, LANES_KEEP, _, _): helper_result();
-            (PASS_STATE, RESPOND_PARTIAL, LANES_KEEP, _, _): p1_partial();
-            (PASS_STATE, _, LANES_KEEP, _, _): NoAction();
-            (PASS_STATE, _, _, _, _): p1_resubmit();
-            (PASS_LANES, RESPOND_ABSORB, _, _, _): p2_absorb();
-            (PASS_LANES, RESPOND_RESULT, LANES_STORE, _, _): p2_result_job();
-            (PASS_LANES, RESPOND_RESULT, _, _, _): p2_result_loop();
-            (PASS_LANES, RESPOND_COPY, _, _, _): p2_copy_loop();
-            (PASS_LANES, RESPOND_PARTIAL, _, _, _): p2_partial_loop();
-            (PASS_LANES, RESPOND_HELPER_RESULT, _, _, _): helper_result();
-            (PASS_LANES, RESPOND_REPORT, LANES_CLEAR, _, _): p2_cleared();
-            (PASS_LANES, RESPOND_REPORT, _, PHASE_AGGREGATING, _):
+            (PASS_STATE, RESPOND_BOUNCE, _, _, _, _, _, _): p1_bounce();
+            (PASS_STATE, RESPOND_PENDING, _, _, _, _, _, _): p1_pending();
+            (PASS_STATE, RESPOND_HELPER_RESULT, LANES_KEEP, _, _, _, _, _): helper_result();
+            (PASS_STATE, RESPOND_PARTIAL, LANES_KEEP, _, _, _, _, _): p1_partial();
+            (PASS_STATE, _, LANES_KEEP, _, _, _, _, _): NoAction();
+            (PASS_STATE, _, _, _, _, _, _, _): p1_resubmit();
+            (PASS_LANES, RESPOND_ABSORB, _, _, _, _, _, _): p2_absorb();
+            (PASS_LANES, RESPOND_RESULT, LANES_STORE, _, _, _, _, _): p2_result_job();
+            (PASS_LANES, RESPOND_RESULT, _, _, _, _, _, _): p2_result_loop();
+            (PASS_LANES, RESPOND_COPY, _, _, _, _, _, _): p2_copy_loop();
+            (PASS_LANES, RESPOND_PARTIAL, _, _, _, _, _, _): p2_partial_loop();
+            (PASS_LANES, RESPOND_HELPER_RESULT, _, _, _, _, _, _): helper_result();
+            (PASS_LANES, RESPOND_REPORT, LANES_CLEAR, _, _, _, _, _): p2_cleared();
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_AGGREGATING, _, _, _, _):
                 p2_report_loop(SLOT_AGGREGATING);
-            (PASS_LANES, RESPOND_REPORT, _, PHASE_COMPLETE, _): p2_report_loop(SLOT_COMPLETE);
-            (PASS_LANES, RESPOND_REPORT, _, PHASE_TAKEN, _): p2_report_loop(SLOT_TAKEN);
-            (PASS_LANES, RESPOND_REPORT, _, _, _): p2_report_loop(SLOT_EMPTY);
-            (PASS_HIGH, _, _, _, RESPOND_COPY): p3_unicast();
-            (PASS_HIGH, _, _, _, RESPOND_REPORT): p3_cpu();
-            (PASS_HIGH, _, _, _, _): p3_job();
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_COMPLETE, _, _, _, _):
+                p2_report_loop(SLOT_COMPLETE);
+            (PASS_LANES, RESPOND_REPORT, _, PHASE_TAKEN, _, _, _, _): p2_report_loop(SLOT_TAKEN);
+            (PASS_LANES, RESPOND_REPORT, _, _, _, _, _, _): p2_report_loop(SLOT_EMPTY);
+            (PASS_HIGH, _, _, _, RESPOND_REPORT, _, _, _): p3_cpu();
+            (PASS_HIGH, _, _, _, RESPOND_COPY, RUN_SAME, SIT_HELD, 0): p3_unicast();
+            (PASS_HIGH, _, _, _, RESPOND_COPY, _, _, _): p3_stale();
+            (PASS_HIGH, _, _, _, _, RUN_SAME, SIT_HELD, 0): p3_job();
+            (PASS_HIGH, _, _, _, _, _, _, _): p3_drop();
         }
         const default_action = NoAction();
     }

@@ -60,6 +60,9 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * which lands in a 32-bit container): both take its output from one action-bus slot, which
  * serves accesses of a single width ("can't fit in a single slot for 16 bit access"). */
 @pa_container_size("ingress", "meta.scale_ok", 32)
+/* The same for chunk_id: a comparison (meta.situation, which pass 3's answer reads too) and a
+ * read of the 32-bit chunk for a report. */
+@pa_container_size("ingress", "meta.situation", 32)
 /* The job's slot bounds are read only where the jobs table has written them (a frame of an
  * unknown job is never aggregated): left out of the zeroing, their containers can be shared
  * with fields the later stages use. The shared pool needed that room (docs/tofino.md). */

@@ -196,6 +196,21 @@ def test_the_models_tables_are_the_const_entries(table):
         assert got == want, f"{table} at {m}"
 
 
+def test_pass_three_answers_are_the_models():
+    """respond.p4's answer in pass 3 (the rest of the table is checked packet by packet by the
+    twin, which never holds a packet between passes 2 and 3)."""
+    consts, t = p4_text.constants(), CONTROLS["Respond"].tables["answer"]
+    names = [k for k, _ in t.keys]
+    domains = {**DOMAINS, "meta.pass": (tables.PASS_HIGH,), "meta.response": (0, 3, 7),
+               "meta.lane_op": (0, 4), "meta.old_progress[17:16]": (0, 3)}
+    for combo in itertools.product(*(domains[k] for k in names)):
+        values = dict(zip(names, combo, strict=True))
+        m = {k.removeprefix("meta."): v for k, v in values.items()}
+        m["pass_response"] = values["hdr.pass.response"]
+        got = _call(tcam(t, values, consts), consts)
+        assert got == (tables.pass_three(m), ()), f"answer at {m}"
+
+
 # -- the bridge header's fill -------------------------------------------------------------------
 
 FILL = "hdr.bridge.setValid();"

@@ -61,10 +61,14 @@ class TnaModel:
         self.actions = actions or register_actions.registry()
         self.touched: set[tuple[str, int]] = set()    # (register, index) of the last packet
         self.counted: set[tuple[str, int]] = set()    # (counter, index) of the last packet
+        self.looped: list[tuple[int, bytes]] = []     # (loop port, frame) held before pass 3
 
     # -- a packet -------------------------------------------------------------------------------
 
-    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+    def process(self, port: int, frame: bytes, hold: bool = False) -> list[tuple[int, bytes]]:
+        """A frame's passes and what leaves the switch. With ``hold``, a frame sent round the
+        loop port waits there (``looped``) until ``release``: other packets can go through
+        between its passes 2 and 3, as on a switch."""
         self.touched, self.counted = set(), set()
         self._ingress_length = len(frame)
         phv = self._ingress(port, frame, None)
@@ -73,9 +77,22 @@ class TnaModel:
         if phv.tm["drop"]:
             return []
         if phv.bridge["to_loop"]:   # round the loop port: its egress passes it on untouched
+            if hold:
+                self.looped.append((phv.tm["ucast"], phv.packet.emit()))
+                return []
             phv = self._ingress(phv.tm["ucast"], phv.packet.emit(), None)
             if phv.tm["drop"]:
                 return []
+        return self._leave(phv)
+
+    def release(self) -> list[tuple[int, bytes]]:
+        """Pass 3 of the frame held longest on its loop port, and what leaves the switch."""
+        self.touched, self.counted = set(), set()
+        port, frame = self.looped.pop(0)
+        phv = self._ingress(port, frame, None)
+        return [] if phv.tm["drop"] else self._leave(phv)
+
+    def _leave(self, phv: Phv) -> list[tuple[int, bytes]]:
         frame_out = phv.packet.emit()
         if phv.tm["mcast"]:
             copies = [(p, rid) for p, rid in self.switch.group(phv.tm["mcast"])]
@@ -302,7 +319,7 @@ class TnaModel:
                "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
                "max_exp_read": "rd_exp", "lane_holder_peek": "lanes_away",
                "lane_holder_claim_held": "lanes_away",
-               "lane_holder_claim_released": "lanes_away"}
+               "lane_holder_release": "lanes_away"}
 
     INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker"}
 

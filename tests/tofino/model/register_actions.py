@@ -116,14 +116,19 @@ def lane_holder_peek(cell, phv):
     return cell, int(cell[0] != phv.index)
 
 
-def lane_holder_claim(held: int):
+def lane_holder_claim_held(cell, phv):
     """This aggregator's lanes, or free ones (or another's, released), become this
-    aggregator's, with ``held``; busy ones stay as they are (1)."""
-    def claim(cell, phv):
-        if cell[0] == phv.index or cell[1] < P.POOL_HELD:
-            return (phv.index, (phv.index + 1) | held), 0
-        return cell, 1
-    return claim
+    aggregator's, held; busy ones stay as they are (1)."""
+    if cell[0] == phv.index or cell[1] < P.POOL_HELD:
+        return (phv.index, (phv.index + 1) | P.POOL_HELD), 0
+    return cell, 1
+
+
+def lane_holder_release(cell, phv):
+    """This aggregator's lanes become released; any others stay as they are (1)."""
+    if cell[0] == phv.index:
+        return (phv.index, phv.index + 1), 0
+    return cell, 1
 
 
 def lane_holder_clear(cell, phv):
@@ -184,8 +189,8 @@ AGGREGATOR = {
                 "max_exp_read": read},
     "helper_id": {"helper_id_write": claim_sa("worker"), "helper_id_read": read},
     "lane_holder": {"lane_holder_peek": lane_holder_peek,
-                    "lane_holder_claim_held": lane_holder_claim(P.POOL_HELD),
-                    "lane_holder_claim_released": lane_holder_claim(0),
+                    "lane_holder_claim_held": lane_holder_claim_held,
+                    "lane_holder_release": lane_holder_release,
                     "lane_holder_clear": lane_holder_clear},
 }
 

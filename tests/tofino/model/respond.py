@@ -15,12 +15,7 @@ def respond(phv) -> None:
     elif phv.passno == T.PASS_LANES and phv.meta["response"] != T.RESPOND_NONE:
         _pass_two(phv)
     elif phv.passno == T.PASS_HIGH:
-        route = phv.hdr.pop("pass")
-        if route["response"] in (T.RESPOND_COPY, T.RESPOND_REPORT):
-            phv.tm["ucast"] = route["port"]
-            phv.bridge["to_cpu"] = int(route["response"] == T.RESPOND_REPORT)
-        else:
-            _to_job(phv, route["job_group"])
+        _pass_three(phv)
 
 
 def _pass_one(phv) -> None:
@@ -83,6 +78,23 @@ def _pass_two(phv) -> None:
         phv.bridge["to_cpu"] = int(response == T.RESPOND_REPORT)
     else:
         _to_job(phv, m["job_group"])
+
+
+def _pass_three(phv) -> None:
+    """Out to where pass 2 addressed it, if the aggregator still holds the chunk
+    (``tables.pass_three``)."""
+    m, route = phv.meta, phv.hdr.pop("pass")
+    action = T.pass_three({**m, "pass_response": route["response"]})
+    if action == "p3_stale":
+        sa = phv.hdr["sa"]
+        sa.update(op=P.Op.BOUNCE, reason=P.Bounce.STALE, flags=sa["flags"] & P.Flag.SET)
+    if action == "p3_drop":
+        phv.tm["drop"] = True
+    elif action == "p3_job":
+        _to_job(phv, route["job_group"])
+    else:
+        phv.tm["ucast"] = route["port"]
+        phv.bridge["to_cpu"] = int(action == "p3_cpu")
 
 
 def _bounce(phv) -> None:

@@ -124,6 +124,8 @@ def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) 
 
 
 def run_id_sel(m: dict) -> str:
+    if m["pass"] == PASS_HIGH:   # is the aggregator still this run's? (respond.p4's answer)
+        return "do_run_id_compare"
     if m["pass"] != PASS_STATE:
         return _pass_two(m, "do_run_id_claim", "do_run_id_read", report_only=True)
     if m["kind"] == KIND_NONE:
@@ -134,6 +136,8 @@ def run_id_sel(m: dict) -> str:
 
 
 def chunk_id_sel(m: dict) -> str:
+    if m["pass"] == PASS_HIGH:   # and this chunk's?
+        return "do_chunk_id_compare"
     if m["pass"] != PASS_STATE:
         return _pass_two(m, "do_chunk_id_claim", "do_chunk_id_read", report_only=True)
     if m["kind"] == KIND_NONE:
@@ -167,18 +171,18 @@ def agreed_scale_sel(m: dict) -> str:
 
 
 def lane_holder_sel(m: dict) -> str:
-    """A borrowed slot's pool lanes (docs/protocol.md §4.6): pass 1 claims them for a chunk
-    that starts (held, or released at once if its first contribution completes it) and asks
-    about them for one held; pass 2 claims them released for a stored HELPER_RESULT (and a
-    management clear clears them); pass 3 releases them once a result or a partial has its
-    high words."""
+    """A borrowed slot's pool lanes (docs/protocol.md §4.6): pass 1 claims them, held, for a
+    chunk that starts, and asks about them for one held; pass 2 releases them for a stored
+    HELPER_RESULT and a first contribution that completes its chunk (and a management clear
+    clears them); pass 3 releases them once a result or a partial has its high words, and asks
+    for every answer whether they were still this aggregator's (a release touches no
+    other's)."""
     borrowed = m["own_slots"] == 0   # nothing left of own_slots - slot, in every pass
     if m["pass"] == PASS_STATE:
         if not borrowed:
             return "NoAction"
         if _data(m, SIT_NEWER):
-            return ("do_lane_holder_claim_released" if m["start_done"]
-                    else "do_lane_holder_claim_held")
+            return "do_lane_holder_claim_held"
         if m["situation"] == SIT_HELD and m["kind"] in (KIND_DATA, KIND_PROBE, KIND_TAKEOVER,
                                                          KIND_HELPER_RESULT):
             return "do_lane_holder_peek"
@@ -186,11 +190,25 @@ def lane_holder_sel(m: dict) -> str:
     if m["pass"] == PASS_LANES:
         if m["kind"] == KIND_MGMT_CLEAR:
             return "do_lane_holder_clear"
-        stored = m["response"] == RESPOND_HELPER_RESULT and m["lane_op"] == LANES_STORE
-        return "do_lane_holder_claim_released" if borrowed and stored else "NoAction"
-    if borrowed and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL):
-        return "do_lane_holder_claim_released"
+        stored = m["response"] in (RESPOND_HELPER_RESULT, RESPOND_RESULT) and \
+            m["lane_op"] == LANES_STORE
+        return "do_lane_holder_release" if borrowed and stored else "NoAction"
+    if borrowed and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL, RESPOND_COPY):
+        return "do_lane_holder_release"
     return "NoAction"
+
+
+def pass_three(m: dict) -> str:
+    """Where pass 3 sends an answer (respond.p4's ``answer`` in pass 3): out as pass 2
+    addressed it if the aggregator still holds the chunk (run, chunk, and for a borrowed slot
+    the pool lanes); else a copy becomes a STALE bounce and a result or a partial is dropped,
+    since its high words may be another chunk's. A report goes to the CPU port."""
+    held = m["run_class"] == RUN_SAME and m["situation"] == SIT_HELD and not m["lanes_away"]
+    if m["pass_response"] == RESPOND_REPORT:
+        return "p3_cpu"
+    if m["pass_response"] == RESPOND_COPY:
+        return "p3_unicast" if held else "p3_stale"
+    return "p3_job" if held else "p3_drop"
 
 
 def member_sel(m: dict) -> str:

@@ -1,0 +1,140 @@
+"""On a switch, passes 2 and 3 of a packet are apart: an answer that carries a stored sum reads
+its low words in pass 2 and its high words in pass 3, after a loop port, and other packets go
+through the pipeline in between. The model holds such a packet on its loop port
+(``TnaModel.process(hold=True)``, then ``release``) so that another chunk can claim the
+aggregator, or another job the pool lanes, and store into them meanwhile. What leaves must
+never be two sums mixed: a copy becomes a STALE bounce, a result or a partial is dropped
+(docs/tofino.md, 'Passes'). The reference is numpy's sum of the contributions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocol import constants as P
+from protocol.codec import decode_frame
+from tests.p4.packets import PORTS, Job, assert_result_to_all, job_spec, random_lanes
+from tests.p4.test_p4_pool import BORROWED, POOL, held_by, pool_holder
+from tests.tofino.targets import ModelTarget
+
+SLOTS = 2
+NEXT = 2 * SLOTS   # the next chunk that sums in the same aggregator (same slot, same set)
+
+
+class HoldingTarget(ModelTarget):
+    """The model, holding what goes round a loop port while ``hold`` is set."""
+
+    hold = False
+
+    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        return self.model.process(port, frame, hold=self.hold)
+
+    def held(self, job: Job, w: int, op: int, chunk: int, lanes=None, **fields) -> None:
+        """Send, and keep the answer on its loop port."""
+        self.hold = True
+        try:
+            assert job.send(w, op, chunk, lanes, **fields) == []
+        finally:
+            self.hold = False
+        assert len(self.model.looped) == 1
+
+    def release(self) -> list[tuple[int, object]]:
+        return [(port, decode_frame(out)) for port, out in self.model.release()]
+
+
+@pytest.fixture
+def target():
+    return HoldingTarget(PORTS)
+
+
+@pytest.fixture
+def controller(target):
+    ctl = target.controller()
+    ctl.reconcile()
+    return ctl
+
+
+@pytest.fixture
+def job(target, controller):
+    j = Job(job_spec(5, 2, slots=SLOTS), target)
+    controller.admit(j.spec)
+    return j
+
+
+@pytest.fixture
+def pool_jobs(target, controller):
+    controller.resize_pool(POOL)
+    a, b = (Job(job_spec(i, 2, slots=2, borrow=2), target) for i in (11, 12))
+    controller.admit(a.spec)
+    controller.admit(b.spec)
+    return a, b
+
+
+def test_a_held_copy_released_at_once_is_the_sum(target, job):
+    """The hold itself changes nothing: the copy that waited is the chunk's sum."""
+    rows = random_lanes(np.random.default_rng(1), 2)
+    job.data(0, 0, rows[0])
+    assert_result_to_all(job, job.data(1, 0, rows[1]), 0, rows[0] + rows[1], 0b11, 2)
+    target.held(job, 0, P.Op.DATA, 0, rows[0], scale=0x8000)
+    [(port, copy)] = target.release()
+    assert port == job.spec.worker(0).port and copy.header.flags & P.Flag.COPY
+    np.testing.assert_array_equal(copy.lanes, rows[0] + rows[1])
+
+
+def test_a_copy_whose_aggregator_takes_the_next_chunk_meanwhile_is_a_stale_bounce(target, job):
+    rows = random_lanes(np.random.default_rng(2), 3)
+    job.data(0, 0, rows[0])
+    assert_result_to_all(job, job.data(1, 0, rows[1]), 0, rows[0] + rows[1], 0b11, 2)
+    target.held(job, 0, P.Op.DATA, 0, rows[0], scale=0x8000)   # a lost result: a copy
+    assert job.data(1, NEXT, rows[2]) == []   # the next chunk claims and stores its lanes
+    [(port, bounce)] = target.release()
+    assert port == job.spec.worker(0).port
+    assert (bounce.header.op, bounce.header.reason) == (P.Op.BOUNCE, P.Bounce.STALE)
+    # The next chunk's sum is whole.
+    assert_result_to_all(job, job.data(0, NEXT, rows[0]), NEXT, rows[2] + rows[0], 0b11, 2)
+
+
+def test_a_repeated_partial_whose_aggregator_moves_on_meanwhile_is_dropped(target, job):
+    rows = random_lanes(np.random.default_rng(3), 2)
+    job.data(0, 0, rows[0])
+    outs = job.send(1, P.Op.TAKEOVER, 0)   # the partial: worker 0's contribution
+    assert len(outs) == 2 and all(f.header.op == P.Op.PARTIAL for _, f in outs)
+    target.held(job, 1, P.Op.TAKEOVER, 0)   # lost, asked again
+    assert target.release()[0][1].header.op == P.Op.PARTIAL   # at once: the partial again
+    target.held(job, 1, P.Op.TAKEOVER, 0)
+    assert job.data(0, NEXT, rows[1]) == []
+    assert target.release() == []
+
+
+def test_a_copy_whose_pool_lanes_another_job_took_meanwhile_is_a_stale_bounce(
+        target, controller, pool_jobs):
+    """Job 12 claims the pool lanes job 11's result left released, completes its own chunk in
+    them and releases them, all while job 11's copy is on the loop."""
+    a, b = pool_jobs
+    rows = random_lanes(np.random.default_rng(4), 4)
+    a.data(0, BORROWED, rows[0])
+    assert_result_to_all(a, a.data(1, BORROWED, rows[1]), BORROWED, rows[0] + rows[1], 0b11, 2)
+    target.held(a, 0, P.Op.DATA, BORROWED, rows[0], scale=0x8000)
+    b.data(0, BORROWED, rows[2])
+    assert_result_to_all(b, b.data(1, BORROWED, rows[3]), BORROWED, rows[2] + rows[3], 0b11, 2)
+    [(port, bounce)] = target.release()
+    assert port == a.spec.worker(0).port
+    assert (bounce.header.op, bounce.header.reason) == (P.Op.BOUNCE, P.Bounce.STALE)
+    assert pool_holder(controller) == held_by(controller, 12, held=False)
+
+
+def test_a_repeated_partial_does_not_take_back_pool_lanes_another_job_used_meanwhile(
+        target, controller, pool_jobs):
+    """The release in pass 3 touches only lanes still this aggregator's: job 11's repeated
+    partial must neither answer with job 12's sum nor make job 12's lanes its own again."""
+    a, b = pool_jobs
+    rows = random_lanes(np.random.default_rng(5), 3)
+    a.data(0, BORROWED, rows[0])
+    assert len(a.send(1, P.Op.TAKEOVER, BORROWED)) == 2   # the partial; the lanes released
+    target.held(a, 1, P.Op.TAKEOVER, BORROWED)
+    b.data(0, BORROWED, rows[1])
+    assert_result_to_all(b, b.data(1, BORROWED, rows[2]), BORROWED, rows[1] + rows[2], 0b11, 2)
+    assert target.release() == []
+    assert pool_holder(controller) == held_by(controller, 12, held=False)
+    [(_, copy)] = b.data(0, BORROWED, rows[1])   # job 12's result is still in its lanes
+    np.testing.assert_array_equal(copy.lanes, rows[1] + rows[2])
