@@ -11,14 +11,18 @@ POOL = 4
 BORROWED = 2  # chunk 2 of a job with 2 slots of its own and 2 borrowed: pool slot 0, set 0
 
 
-@pytest.fixture
-def jobs(target, controller):
+def admit_pool_jobs(target, controller) -> tuple[Job, Job]:
     """Jobs 11 and 12, two workers each, 2 slots of their own and 2 borrowed from a pool of 4."""
     controller.resize_pool(POOL)
     a, b = (Job(job_spec(i, 2, slots=2, borrow=2), target) for i in (11, 12))
     controller.admit(a.spec)
     controller.admit(b.spec)
     return a, b
+
+
+@pytest.fixture
+def jobs(target, controller):
+    return admit_pool_jobs(target, controller)
 
 
 def pool_holder(controller, chunk: int = BORROWED) -> int:

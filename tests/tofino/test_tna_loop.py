@@ -14,7 +14,7 @@ import pytest
 from protocol import constants as P
 from protocol.codec import decode_frame
 from tests.p4.packets import PORTS, Job, assert_result_to_all, job_spec, random_lanes
-from tests.p4.test_p4_pool import BORROWED, POOL, held_by, pool_holder
+from tests.p4.test_p4_pool import BORROWED, admit_pool_jobs, held_by, pool_holder
 from tests.tofino.targets import ModelTarget
 
 SLOTS = 2
@@ -63,11 +63,7 @@ def job(target, controller):
 
 @pytest.fixture
 def pool_jobs(target, controller):
-    controller.resize_pool(POOL)
-    a, b = (Job(job_spec(i, 2, slots=2, borrow=2), target) for i in (11, 12))
-    controller.admit(a.spec)
-    controller.admit(b.spec)
-    return a, b
+    return admit_pool_jobs(target, controller)
 
 
 def test_a_held_copy_released_at_once_is_the_sum(target, job):
