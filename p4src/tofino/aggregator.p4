@@ -192,7 +192,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_STATE, _, _): do_run_id_compare();
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_run_id_claim();
             (PASS_LANES, KIND_MGMT_READ, _): do_run_id_read();
-            (PASS_HIGH, _, _): do_run_id_compare();   /* is it still this run? (respond.p4) */
+            (PASS_LANES, _, _): do_run_id_compare();   /* is it still this run? (lane_holder, */
+            (PASS_HIGH, _, _): do_run_id_compare();    /* respond.p4) */
         }
         const default_action = NoAction();
     }
@@ -252,7 +253,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_STATE, _, _, _): situation_newer();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _): do_chunk_id_claim();
             (PASS_LANES, KIND_MGMT_READ, _, _): do_chunk_id_read();
-            (PASS_HIGH, _, _, _): do_chunk_id_compare();   /* and this chunk? */
+            (PASS_LANES, _, _, _): do_chunk_id_compare();   /* and this chunk? */
+            (PASS_HIGH, _, _, _): do_chunk_id_compare();
         }
         const default_action = NoAction();
     }
@@ -378,21 +380,25 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     table lane_holder_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;
                 meta.own_slots: ternary; meta.response: ternary; meta.lane_op: ternary;
-                hdr.pass.response: ternary; }
+                hdr.pass.response: ternary; meta.run_class: ternary; }
         actions = { do_lane_holder_peek; do_lane_holder_claim_held; do_lane_holder_release;
                     do_lane_holder_clear; NoAction; }
         const entries = {
-            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, _, _, _): do_lane_holder_claim_held();
-            (PASS_STATE, KIND_DATA, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_PROBE, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, 0, _, _, _): do_lane_holder_peek();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _): do_lane_holder_clear();
-            (PASS_LANES, _, _, 0, RESPOND_HELPER_RESULT, LANES_STORE, _): do_lane_holder_release();
-            (PASS_LANES, _, _, 0, RESPOND_RESULT, LANES_STORE, _): do_lane_holder_release();
-            (PASS_HIGH, _, _, 0, _, _, RESPOND_RESULT): do_lane_holder_release();
-            (PASS_HIGH, _, _, 0, _, _, RESPOND_PARTIAL): do_lane_holder_release();
-            (PASS_HIGH, _, _, 0, _, _, RESPOND_COPY): do_lane_holder_release();
+            (PASS_STATE, KIND_DATA, SIT_NEWER, 0, _, _, _, _): do_lane_holder_claim_held();
+            (PASS_STATE, KIND_DATA, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_PROBE, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_TAKEOVER, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, 0, _, _, _, _): do_lane_holder_peek();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _, _, _): do_lane_holder_clear();
+            /* passes 2 and 3 release only while the aggregator still holds this chunk: the
+             * same aggregator's next chunk may hold the lanes by now */
+            (PASS_LANES, _, SIT_HELD, 0, RESPOND_HELPER_RESULT, LANES_STORE, _, RUN_SAME):
+                do_lane_holder_release();
+            (PASS_LANES, _, SIT_HELD, 0, RESPOND_RESULT, LANES_STORE, _, RUN_SAME):
+                do_lane_holder_release();
+            (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_RESULT, RUN_SAME): do_lane_holder_release();
+            (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_PARTIAL, RUN_SAME): do_lane_holder_release();
+            (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_COPY, RUN_SAME): do_lane_holder_release();
         }
         const default_action = NoAction();
     }
@@ -501,6 +507,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_STATE, _, _, _, _, _): do_progress_check();
             (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_progress_claim();
             (PASS_LANES, _, _, _, _, _): do_progress_check();
+            (PASS_HIGH, _, _, _, _, _): do_progress_check();   /* a read: is the phase the same? */
         }
         const default_action = NoAction();
     }

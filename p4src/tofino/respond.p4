@@ -180,8 +180,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
         hdr.pass.setInvalid();
     }
     /* The aggregator moved on while the packet was on the loop (another chunk or run claimed
-     * it, or another aggregator its pool lanes, and may have stored into them): the low words
-     * are this chunk's sum, the high words perhaps not. A copy becomes the STALE bounce a
+     * it, or another aggregator its pool lanes, or a helper's result was stored over a taken
+     * chunk's partial sum): the low words are the sum pass 2 described, the high words
+     * perhaps not. A copy becomes the STALE bounce a
      * copy asked for too late gets (the result is at the workers); a result or partial is
      * dropped (the workers ask again). */
     action p3_stale() {
@@ -197,7 +198,9 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
     /* Every answer in one table (a chain of conditions took three stages and more tables than
      * a stage holds). Pass 2 sees the (response, lanes) pairs decide gives, and a management
      * request's (REPORT, CLEAR or LOAD); a report reads the slot state from `progress`. Pass
-     * 3 sees whether the aggregator still holds the chunk (run_id, chunk_id, lane_holder). */
+     * 3 sees whether the aggregator still holds the chunk as pass 2 described it (run_id,
+     * chunk_id, lane_holder, and the phase: a copy's and a result's COMPLETE, a partial's
+     * TAKEN). */
     table answer {
         key = { meta.pass: ternary; meta.response: ternary; meta.lane_op: ternary;
                 meta.old_progress[17:16]: ternary; hdr.pass.response: ternary;
@@ -227,9 +230,10 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_LANES, RESPOND_REPORT, _, PHASE_TAKEN, _, _, _, _): p2_report_loop(SLOT_TAKEN);
             (PASS_LANES, RESPOND_REPORT, _, _, _, _, _, _): p2_report_loop(SLOT_EMPTY);
             (PASS_HIGH, _, _, _, RESPOND_REPORT, _, _, _): p3_cpu();
-            (PASS_HIGH, _, _, _, RESPOND_COPY, RUN_SAME, SIT_HELD, 0): p3_unicast();
+            (PASS_HIGH, _, _, PHASE_COMPLETE, RESPOND_COPY, RUN_SAME, SIT_HELD, 0): p3_unicast();
             (PASS_HIGH, _, _, _, RESPOND_COPY, _, _, _): p3_stale();
-            (PASS_HIGH, _, _, _, _, RUN_SAME, SIT_HELD, 0): p3_job();
+            (PASS_HIGH, _, _, PHASE_COMPLETE, RESPOND_RESULT, RUN_SAME, SIT_HELD, 0): p3_job();
+            (PASS_HIGH, _, _, PHASE_TAKEN, RESPOND_PARTIAL, RUN_SAME, SIT_HELD, 0): p3_job();
             (PASS_HIGH, _, _, _, _, _, _, _): p3_drop();
         }
         const default_action = NoAction();

@@ -134,3 +134,90 @@ def test_a_repeated_partial_does_not_take_back_pool_lanes_another_job_used_meanw
     assert pool_holder(controller) == held_by(controller, 12, held=False)
     [(_, copy)] = b.data(0, BORROWED, rows[1])   # job 12's result is still in its lanes
     np.testing.assert_array_equal(copy.lanes, rows[1] + rows[2])
+
+
+
+def test_a_result_on_the_loop_leaves_its_aggregators_next_chunk_holding_the_pool_lanes(
+        target, controller, pool_jobs):
+    """Chunk c's result is on the loop when chunk c + 2·window of the same aggregator claims
+    its pool lanes: c's pass 3 must neither answer nor release them (which would let job 12
+    store over job 11's sum under way)."""
+    a, b = pool_jobs
+    later = BORROWED + 2 * a.spec.window   # the same aggregator, so the same pool lanes
+    rows = random_lanes(np.random.default_rng(7), 5)
+    a.data(0, BORROWED, rows[0])
+    target.held(a, 1, P.Op.DATA, BORROWED, rows[1], scale=0x8000)   # completes: loops
+    assert a.data(0, later, rows[2]) == []
+    assert target.release() == []
+    assert pool_holder(controller) == held_by(controller, 11, chunk=later)   # held, still
+    outs = b.data(0, later, rows[3])   # busy: job 12's chunk starts taken over by its sender
+    assert {f.header.op for _, f in outs} == {P.Op.PARTIAL}
+    assert_result_to_all(a, a.data(1, later, rows[4]), later, rows[2] + rows[4], 0b11, 2)
+
+
+def contribution(job_id: int, w: int, chunk: int) -> np.ndarray:
+    """Worker w's lanes for a chunk: the same in every send, so that any sum is checkable."""
+    return np.random.default_rng((job_id, w, chunk)).integers(-2**20, 2**20, P.LANES,
+                                                              dtype=np.int32)
+
+
+def check_sums(outs, workers: int) -> int:
+    """Every result, copy and partial that leaves carries the sum of the contributions of the
+    workers its bitmap names, for the job and chunk it names; the number of such answers."""
+    checked = 0
+    for _, f in outs:
+        if f.header.op in (P.Op.RESULT, P.Op.PARTIAL):
+            h = f.header
+            want = np.sum([contribution(h.job, w, h.chunk) for w in range(workers)
+                           if h.bitmap >> w & 1], axis=0, dtype=np.int32)
+            np.testing.assert_array_equal(f.lanes, want, err_msg=str(h))
+            checked += 1
+    return checked
+
+
+def random_schedule(target: HoldingTarget, jobs: list[Job], first: int, seed: int,
+                    steps: int = 80) -> int:
+    """Random contributions, retransmissions, takeovers and helper results for the chunks of
+    one slot (``first`` and those after it in the same aggregator), a third of them with their
+    answer held on the loop port and released later, in order, as a loop port does. Returns
+    how many sums were checked."""
+    rng = np.random.default_rng(seed)
+    n = len(jobs[0].spec.workers)
+    newest = {j.spec.id: 0 for j in jobs}
+    checked = 0
+    for step in range(steps + len(target.model.looped)):
+        if target.model.looped and (step >= steps or rng.random() < 0.3):
+            checked += check_sums(target.release(), n)
+            continue
+        if step >= steps:
+            break
+        job = jobs[rng.integers(len(jobs))]
+        k = max(0, newest[job.spec.id] + int(rng.integers(-1, 2)))
+        newest[job.spec.id] = max(newest[job.spec.id], k)
+        chunk, w = first + NEXT * k, int(rng.integers(n))
+        action = rng.choice(["data", "data", "data", "takeover", "helper_result"])
+        target.hold = bool(rng.random() < 0.3)
+        if action == "data":
+            outs = job.data(w, chunk, contribution(job.spec.id, w, chunk))
+        elif action == "takeover":
+            outs = job.send(w, P.Op.TAKEOVER, chunk)
+        else:
+            total = np.sum([contribution(job.spec.id, v, chunk) for v in range(n)], axis=0,
+                           dtype=np.int32)
+            outs = job.send(w, P.Op.HELPER_RESULT, chunk, total, bitmap=(1 << n) - 1, count=n,
+                            exp=0, scale=0x8000)
+        target.hold = False
+        checked += check_sums(outs, n)
+    while target.model.looped:
+        checked += check_sums(target.release(), n)
+    return checked
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_schedules_with_held_answers_never_mix_sums(target, job, seed):
+    assert random_schedule(target, [job], 0, seed) > 0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_schedules_of_two_jobs_in_a_pool_never_mix_sums(target, pool_jobs, seed):
+    assert random_schedule(target, list(pool_jobs), BORROWED, seed) > 0

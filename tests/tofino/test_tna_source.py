@@ -202,11 +202,12 @@ def test_pass_three_answers_are_the_models():
     consts, t = p4_text.constants(), CONTROLS["Respond"].tables["answer"]
     names = [k for k, _ in t.keys]
     domains = {**DOMAINS, "meta.pass": (tables.PASS_HIGH,), "meta.response": (0, 3, 7),
-               "meta.lane_op": (0, 4), "meta.old_progress[17:16]": (0, 3)}
+               "meta.lane_op": (0, 4)}
     for combo in itertools.product(*(domains[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
         m = {k.removeprefix("meta."): v for k, v in values.items()}
         m["pass_response"] = values["hdr.pass.response"]
+        m["phase"] = values["meta.old_progress[17:16]"]
         got = _call(tcam(t, values, consts), consts)
         assert got == (tables.pass_three(m), ()), f"answer at {m}"
 

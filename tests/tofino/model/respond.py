@@ -84,7 +84,8 @@ def _pass_three(phv) -> None:
     """Out to where pass 2 addressed it, if the aggregator still holds the chunk
     (``tables.pass_three``)."""
     m, route = phv.meta, phv.hdr.pop("pass")
-    action = T.pass_three({**m, "pass_response": route["response"]})
+    action = T.pass_three({**m, "pass_response": route["response"],
+                           "phase": (m["old_progress"] >> 16) & 3})
     if action == "p3_stale":
         sa = phv.hdr["sa"]
         sa.update(op=P.Op.BOUNCE, reason=P.Bounce.STALE, flags=sa["flags"] & P.Flag.SET)

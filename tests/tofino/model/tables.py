@@ -123,8 +123,15 @@ def _pass_two(m: dict, clear: str, read: str | None, report_only: bool = False) 
     return read or "NoAction"
 
 
+def _still_held(m: dict) -> bool:
+    """Passes 2 and 3 of a frame (no management request): compare run and chunk again, for
+    lane_holder's release and pass 3's answer (the aggregator may have moved on)."""
+    return m["pass"] == PASS_HIGH or (m["pass"] == PASS_LANES
+                                      and m["kind"] not in (KIND_MGMT_READ, KIND_MGMT_CLEAR))
+
+
 def run_id_sel(m: dict) -> str:
-    if m["pass"] == PASS_HIGH:   # is the aggregator still this run's? (respond.p4's answer)
+    if _still_held(m):
         return "do_run_id_compare"
     if m["pass"] != PASS_STATE:
         return _pass_two(m, "do_run_id_claim", "do_run_id_read", report_only=True)
@@ -136,7 +143,7 @@ def run_id_sel(m: dict) -> str:
 
 
 def chunk_id_sel(m: dict) -> str:
-    if m["pass"] == PASS_HIGH:   # and this chunk's?
+    if _still_held(m):
         return "do_chunk_id_compare"
     if m["pass"] != PASS_STATE:
         return _pass_two(m, "do_chunk_id_claim", "do_chunk_id_read", report_only=True)
@@ -178,6 +185,9 @@ def lane_holder_sel(m: dict) -> str:
     for every answer whether they were still this aggregator's (a release touches no
     other's)."""
     borrowed = m["own_slots"] == 0   # nothing left of own_slots - slot, in every pass
+    # passes 2 and 3 release only while the aggregator still holds the chunk: its next chunk
+    # may hold the lanes by now
+    held = m["situation"] == SIT_HELD and m["run_class"] == RUN_SAME
     if m["pass"] == PASS_STATE:
         if not borrowed:
             return "NoAction"
@@ -192,23 +202,27 @@ def lane_holder_sel(m: dict) -> str:
             return "do_lane_holder_clear"
         stored = m["response"] in (RESPOND_HELPER_RESULT, RESPOND_RESULT) and \
             m["lane_op"] == LANES_STORE
-        return "do_lane_holder_release" if borrowed and stored else "NoAction"
-    if borrowed and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL, RESPOND_COPY):
+        return "do_lane_holder_release" if borrowed and stored and held else "NoAction"
+    if borrowed and held and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL,
+                                                     RESPOND_COPY):
         return "do_lane_holder_release"
     return "NoAction"
 
 
 def pass_three(m: dict) -> str:
     """Where pass 3 sends an answer (respond.p4's ``answer`` in pass 3): out as pass 2
-    addressed it if the aggregator still holds the chunk (run, chunk, and for a borrowed slot
-    the pool lanes); else a copy becomes a STALE bounce and a result or a partial is dropped,
-    since its high words may be another chunk's. A report goes to the CPU port."""
+    addressed it if the aggregator still holds the chunk as pass 2 described it (run, chunk,
+    for a borrowed slot the pool lanes, and the phase: COMPLETE for a copy or a result, TAKEN
+    for a partial, which a helper's stored result would have made COMPLETE); else a copy
+    becomes a STALE bounce and a result or a partial is dropped, since its high words may be
+    another sum's. A report goes to the CPU port."""
     held = m["run_class"] == RUN_SAME and m["situation"] == SIT_HELD and not m["lanes_away"]
     if m["pass_response"] == RESPOND_REPORT:
         return "p3_cpu"
     if m["pass_response"] == RESPOND_COPY:
-        return "p3_unicast" if held else "p3_stale"
-    return "p3_job" if held else "p3_drop"
+        return "p3_unicast" if held and m["phase"] == PHASE_COMPLETE else "p3_stale"
+    described = {RESPOND_RESULT: PHASE_COMPLETE, RESPOND_PARTIAL: PHASE_TAKEN}
+    return "p3_job" if held and m["phase"] == described.get(m["pass_response"]) else "p3_drop"
 
 
 def member_sel(m: dict) -> str:
@@ -234,6 +248,8 @@ def progress_check_sel(m: dict) -> str:
 
 
 def progress_sel(m: dict) -> str:
+    if m["pass"] == PASS_HIGH:   # a read (progress_in is 0): the phase, for the answer
+        return "do_progress_check"
     if m["pass"] != PASS_STATE:
         return _pass_two(m, "do_progress_claim", "do_progress_check")
     if m["kind"] == KIND_NONE:
