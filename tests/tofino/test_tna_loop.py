@@ -102,6 +102,22 @@ def test_a_repeated_partial_whose_aggregator_moves_on_meanwhile_is_dropped(targe
     assert target.release() == []
 
 
+def test_a_repeated_partial_over_which_the_helpers_result_is_stored_meanwhile_is_dropped(
+        target, job):
+    """The helper's result replaces the partial sum in the lanes (the chunk becomes COMPLETE):
+    the partial must not leave with the result's high words."""
+    rows = random_lanes(np.random.default_rng(8), 2)
+    job.data(0, 0, rows[0])
+    assert len(job.send(1, P.Op.TAKEOVER, 0)) == 2
+    target.held(job, 1, P.Op.TAKEOVER, 0)
+    total = rows[0] + rows[1]
+    outs = job.send(1, P.Op.HELPER_RESULT, 0, total, bitmap=0b11, count=2, exp=0, scale=0x8000)
+    assert_result_to_all(job, outs, 0, total, 0b11, 2, flags=P.Flag.HELPER)
+    assert target.release() == []
+    [(_, copy)] = job.data(0, 0, rows[0])   # the stored result
+    np.testing.assert_array_equal(copy.lanes, total)
+
+
 def test_a_copy_whose_pool_lanes_another_job_took_meanwhile_is_a_stale_bounce(
         target, controller, pool_jobs):
     """Job 12 claims the pool lanes job 11's result left released, completes its own chunk in
