@@ -8,8 +8,10 @@ import pytest
 
 from protocol import constants as P
 from tests.p4.packets import Job, assert_result_to_all, job_spec, wrapping_sum
+from tests.p4.test_p4_pool import BORROWED, admit_pool_jobs
 from tests.tofino.model import register_actions
 from tests.tofino.model.register_actions import M32
+from tests.tofino.schedules import random_schedule
 from tests.tofino.targets import (
     REQUIRES_V2,
     ModelTarget,
@@ -127,3 +129,26 @@ def test_an_altered_register_action_fails_the_packet_tests(register, name, fn):
 def test_the_unaltered_model_passes_the_trace():
     target = ModelTarget(PORTS)
     every_op(target, make_tna_controller(target, PORTS))
+
+
+@twin_only
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("pool", [False, True], ids=["own", "pool"])
+def test_random_schedules_agree_and_give_the_sums(pool, seed):
+    """Random contributions, retransmissions, takeovers and helper results (tests/tofino/
+    schedules.py) for one job of three, or two jobs sharing pool lanes: both programs give the
+    same answers, every sum is numpy's, and the registers agree at the end."""
+    target = TwinTarget(PORTS)
+    controller = TwinController(target, PORTS).connect()
+    try:
+        controller.reconcile()
+        if pool:
+            jobs, first = list(admit_pool_jobs(target, controller)), BORROWED
+        else:
+            jobs, first = [Job(job_spec(5, 3, slots=2), target)], 0
+            controller.admit(jobs[0].spec)
+        assert random_schedule(jobs, first, 4, seed, steps=100) > 0
+        target.check_everything()
+    finally:
+        controller.close()
+        target.close()
