@@ -3,8 +3,9 @@
  * completes the chunk when limit_add, as the aggregator leaves it (limit_add |-| old progress),
  * is 0, i.e. old progress >= limit_add; a duplicate when moreover old progress is not limit_add
  * itself (at_limit 0): the comparisons are the aggregator's, read by the table. For a borrowed
- * slot, `holder` says whether the pool's lanes are still this aggregator's (docs/protocol.md
- * §4.6); an own slot's are (0, 0). */
+ * slot, lanes_away (lane_holder's answer) says that the pool's lanes are busy (a chunk that
+ * starts) or no longer this aggregator's (a held one; docs/protocol.md §4.6); an own slot's is
+ * 0. */
 #ifndef SA_ATP_TNA_DECIDE_P4
 #define SA_ATP_TNA_DECIDE_P4
 

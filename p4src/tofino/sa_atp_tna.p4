@@ -85,9 +85,8 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
     L2Forwarding() l2;
     L2Answer() l2_answer;
     PacketStats(true) stats;
-    /* The aggregator of a management request (identity hashes, as admit's index_of) */
-    /* The aggregator of a management request, for the lanes and for lane_holder (identity
-     * hashes, as admit's index_of) */
+    /* A management request's aggregator, where lane_holder reads it (an identity hash, as
+     * admit's index_of; the lanes take it from the parser) */
     Hash<agg_index_t>(HashAlgorithm_t.IDENTITY) holder_of;
 
     /* Tofino 1 runs tables by next-table chaining: a table that follows an `if` in the

@@ -55,7 +55,7 @@ const bit<3> LANES_STORE = 1;
 const bit<3> LANES_ADD   = 2;
 const bit<3> LANES_LOAD  = 3;   /* the low words into the packet */
 const bit<3> LANES_HIGH  = 4;   /* the high words into the packet */
-const bit<3> LANES_CLEAR = 5;   /* a management clear: lane_holder clears; the lanes STORE the request's */
+const bit<3> LANES_CLEAR = 5;   /* a clear: lane_holder clears, the lanes store the request's */
 
 /* How a packet is answered. */
 const bit<4> RESPOND_NONE          = 0;
