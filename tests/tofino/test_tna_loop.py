@@ -153,7 +153,6 @@ def test_a_repeated_partial_does_not_take_back_pool_lanes_another_job_used_meanw
     np.testing.assert_array_equal(copy.lanes, rows[1] + rows[2])
 
 
-
 def test_a_result_on_the_loop_leaves_its_aggregators_next_chunk_holding_the_pool_lanes(
         target, controller, pool_jobs):
     """Chunk c's result is on the loop when chunk c + 2·window of the same aggregator claims

@@ -86,14 +86,14 @@ def _pass_three(phv) -> None:
     m, route = phv.meta, phv.hdr.pop("pass")
     action = T.pass_three({**m, "pass_response": route["response"],
                            "phase": (m["old_progress"] >> 16) & 3})
-    if action == "p3_stale":
-        sa = phv.hdr["sa"]
-        sa.update(op=P.Op.BOUNCE, reason=P.Bounce.STALE, flags=sa["flags"] & P.Flag.SET)
     if action == "p3_drop":
         phv.tm["drop"] = True
     elif action == "p3_job":
         _to_job(phv, route["job_group"])
-    else:
+    else:   # p3_unicast, p3_cpu, p3_stale: back to the port pass 2 named
+        if action == "p3_stale":
+            sa = phv.hdr["sa"]
+            sa.update(op=P.Op.BOUNCE, reason=P.Bounce.STALE, flags=sa["flags"] & P.Flag.SET)
         phv.tm["ucast"] = route["port"]
         phv.bridge["to_cpu"] = int(action == "p3_cpu")
 
