@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from control_plane.allocation import AdmittedJob
 from control_plane.controls.job_admission import JobConfig
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, JobSpec, SpecError
 from control_plane.plan import Plan
+from protocol.jobspec import JobSpec, SpecError
 
 log = logging.getLogger(__name__)
 

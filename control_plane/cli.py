@@ -28,11 +28,11 @@ from pathlib import Path
 from control_plane.connection import SwitchError
 from control_plane.controller import Controller
 from control_plane.desired_state import DesiredState
-from control_plane.jobs import SpecError, load_spec
 from control_plane.tofino.bfrt import BfrtUnavailable
 from control_plane.tofino.config import load_config
 from control_plane.tofino.controller import TofinoController
 from control_plane.tofino.names import PROGRAM
+from protocol.jobspec import SpecError, load_spec
 
 DEFAULT_STATE = Path("sa-atp-controller.json")
 

@@ -18,15 +18,16 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from control_plane import updates
+from control_plane.allocation import AdmittedJob
 from control_plane.backend import SwitchController, Write
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, JobSpec
 from control_plane.p4info import P4Info
 from protocol.codec import mac_bytes, mac_str
+from protocol.jobspec import JobSpec
 
 log = logging.getLogger(__name__)
 

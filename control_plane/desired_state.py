@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from control_plane.jobs import AdmittedJob, Allocator
+from control_plane.allocation import AdmittedJob, Allocator
 
 
 @dataclass

@@ -14,11 +14,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily
 
 from control_plane.controller import Controller
-from host_lib.metrics import serve
 
 
 class SwitchCollector:
@@ -56,7 +55,8 @@ def export(controller: Controller, listen: str) -> None:
     registry.register(SwitchCollector(controller))
     stop = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # the server's threads inherit the mask
-    server = serve(listen, registry)
+    host, _, port = listen.rpartition(":")
+    server, _thread = start_http_server(int(port), host or "0.0.0.0", registry)
     host, port = server.server_address[:2]
     print(f"serving the switch's counters on http://{host}:{port}/metrics", flush=True)
     signal.sigwait(stop)

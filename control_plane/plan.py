@@ -9,6 +9,7 @@ backend writes anything, so a rejected request leaves the switch untouched.
 
 from __future__ import annotations
 
+from control_plane.allocation import AdmittedJob
 from control_plane.controls.drop_simulator import DropSimulator
 from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission
@@ -16,8 +17,8 @@ from control_plane.controls.replica_rewrite import ReplicaRewrite
 from control_plane.controls.source_guard import SourceGuard
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, JobSpec, SpecError
 from protocol.codec import mac_bytes, mac_str
+from protocol.jobspec import JobSpec, SpecError
 
 
 class Plan:

@@ -26,10 +26,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import PrefixStore, ProcessGroupGloo
 
-from control_plane.jobs import JobSpec
 from host_lib.connect import aggregator
 from host_lib.ddp_hook import completing
 from host_lib.fallback import FallbackGroup
+from protocol.jobspec import JobSpec
 
 NAME = "sa_atp"
 

@@ -66,7 +66,7 @@ class CommunicatorConfig:
 
     @classmethod
     def from_spec(cls, spec, worker_id: int, run: int, **overrides) -> CommunicatorConfig:
-        """Configuration of one worker of a control_plane.jobs.JobSpec, in run ``run``."""
+        """Configuration of one worker of a protocol.jobspec.JobSpec, in run ``run``."""
         w = spec.worker(worker_id)
         peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
         return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.window,

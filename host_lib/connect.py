@@ -22,12 +22,12 @@ from pathlib import Path
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _get_default_store
 
-from control_plane.jobs import JobSpec, load_spec
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.ddp_hook import SaAtpHookState
 from host_lib.fallback import FallbackGroup
 from host_lib.links import RawEthernetLink, UdpTunnelLink
 from host_lib.runs import agree_run_id
+from protocol.jobspec import JobSpec, load_spec
 
 SPEC_KEY = "sa_atp/job{}/spec"
 

@@ -9,9 +9,9 @@ import pytest
 
 from control_plane import cli
 from control_plane.controller import Controller
-from control_plane.jobs import JobSpec, SpecError, WorkerSpec
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, decode_frame, encode_frame
+from protocol.jobspec import JobSpec, SpecError, WorkerSpec
 
 PORTS = (1, 2, 3, 4)
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")

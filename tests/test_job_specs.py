@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.jobs import Allocator, JobSpec, SpecError, WorkerSpec, load_spec, parse_spec
+from control_plane.allocation import Allocator
 from protocol import constants as P
+from protocol.jobspec import JobSpec, SpecError, WorkerSpec, load_spec, parse_spec
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobs" / "four_workers.toml"
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control_plane.controller import Controller
-from control_plane.jobs import JobSpec, WorkerSpec
 from host_lib.runs import new_run_id
+from protocol.jobspec import JobSpec, WorkerSpec
 from topologies.switch_process import EMBEDDED, SwitchProcess, free_tcp_port, udp_ports
 
 SWITCH_MAC = "02:00:00:00:00:fe"

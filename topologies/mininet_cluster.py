@@ -31,8 +31,8 @@ import numpy as np
 from mininet.net import Mininet
 
 from control_plane.controller import Controller
-from control_plane.jobs import JobSpec
 from host_lib.runs import new_run_id
+from protocol.jobspec import JobSpec
 from topologies.local import WorkerFailed
 from topologies.mininet_nodes import Ipv4OnlyHost, P4RuntimeSwitch
 from topologies.mininet_topos import SaAtpTopo, WorkerPlace

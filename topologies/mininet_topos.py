@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mininet.topo import Topo
 
-from control_plane.jobs import JobSpec, WorkerSpec
+from protocol.jobspec import JobSpec, WorkerSpec
 
 SWITCH_MAC = "02:00:00:00:00:fe"
 SWITCH_IP = "10.0.0.254"

@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 
-from control_plane.jobs import load_spec
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.links import RawEthernetLink
+from protocol.jobspec import load_spec
 
 
 def load_calls(path) -> list[np.ndarray]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from control_plane.allocation import AdmittedJob
 from control_plane.entries import TableEntry
-from control_plane.jobs import AdmittedJob
 from protocol.codec import Endpoint, mac_bytes
 
 

@@ -3,8 +3,8 @@ of each worker of a job, for its multicast copies and the HELPER_DATA forwarded 
 
 from __future__ import annotations
 
+from control_plane.allocation import AdmittedJob
 from control_plane.entries import TableEntry
-from control_plane.jobs import AdmittedJob
 from protocol.codec import Endpoint
 
 

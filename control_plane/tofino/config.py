@@ -22,11 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-
-from control_plane.jobs import SpecError, read_file
 from control_plane.tofino.bfrt import BfrtEntry
 from control_plane.tofino.names import PORT
+from protocol.jobspec import SpecError, parse_toml, read_file
 
 SPEEDS = {"10G", "25G", "40G", "50G", "100G", "200G", "400G"}
 FEC = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON"}
@@ -89,10 +87,7 @@ class SwitchConfig:
 
 
 def parse_config(text: str, source: str = "<config>") -> SwitchConfig:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from None
+    doc = parse_toml(text, source)
     unknown = set(doc) - {"switch", "ports", "loop_ports"}
     if unknown:
         raise SpecError(f"{source}: unknown top-level keys {sorted(unknown)}")

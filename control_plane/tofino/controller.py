@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 
+from control_plane.allocation import AdmittedJob
 from control_plane.backend import SwitchController, Write
 from control_plane.controls.job_admission import JobAdmission
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.jobs import AdmittedJob, JobSpec, SpecError
 from control_plane.tofino import names, pre
 from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
 from control_plane.tofino.config import SwitchConfig, pipe_of, port_entries
 from control_plane.tofino.controls.aggregator import Aggregator
 from control_plane.tofino.controls.loop_ports import LoopPorts
 from control_plane.tofino.controls.packet_stats import PacketStats
+from protocol.jobspec import JobSpec, SpecError
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from control_plane.jobs import JobSpec, WorkerSpec
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, decode_frame, encode_frame
+from protocol.jobspec import JobSpec, WorkerSpec
 
 PORTS = tuple(range(1, 9))
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")

@@ -10,11 +10,11 @@ import pytest
 
 from control_plane import cli
 from control_plane.controller import Controller
-from control_plane.jobs import JobSpec, SpecError, WorkerSpec
 from control_plane.tofino import bfrt
 from control_plane.tofino.config import load_config, parse_config, port_entries
 from control_plane.tofino.controller import TofinoController
 from protocol import constants as P
+from protocol.jobspec import JobSpec, SpecError, WorkerSpec
 from tests.p4.packets import job_spec
 from tests.targets import EmbeddedTarget
 from tests.tofino.fake_bfrt import FakeClient, FakeSwitch

@@ -1,8 +1,10 @@
-"""Job specs (TOML file or Python), their validation, and the allocation of switch resources.
+"""Job specs (TOML file or Python) and their validation: the contract between the controller,
+the hosts and the topologies on what a job is (its id, slots, workers and their addresses).
 
-A spec is validated completely, and its resources allocated, before the controller writes
-anything to a switch: a bad spec is rejected with a message that names the offending field and
-leaves the switch untouched.
+The controller admits a spec (``control_plane/allocation.py`` gives it switch resources), the
+host library builds a worker's configuration from it, and the topologies write it. A spec is
+validated completely before anyone acts on it: a bad spec is rejected with a message that names
+the offending field, and the switch is left untouched.
 
 Spec file::
 
@@ -27,7 +29,7 @@ Spec file::
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import tomllib
@@ -118,9 +120,9 @@ class JobSpec:
 
     def validate(self, known_ports: set[int] | None = None) -> None:
         """Raise SpecError naming the first problem, if any."""
-        _check_int("job.id", self.id, 0, 0xFFFF)
-        _check_int("job.slots", self.slots, 1, P.NUM_SLOTS)
-        _check_int("job.borrow", self.borrow, 0, P.NUM_SLOTS - self.slots)
+        check_int("job.id", self.id, 0, 0xFFFF)
+        check_int("job.slots", self.slots, 1, P.NUM_SLOTS)
+        check_int("job.borrow", self.borrow, 0, P.NUM_SLOTS - self.slots)
         _check_mac("job.switch_mac", self.switch_mac)
         _check_ip("job.switch_ip", self.switch_ip)
         if not self.workers:
@@ -131,11 +133,11 @@ class JobSpec:
         seen_addr: set[tuple] = set()
         for i, w in enumerate(self.workers):
             where = f"workers[{i}]"
-            _check_int(f"{where}.id", w.id, 0, P.MAX_WORKERS - 1)
-            _check_int(f"{where}.port", w.port, 0, 510)
+            check_int(f"{where}.id", w.id, 0, P.MAX_WORKERS - 1)
+            check_int(f"{where}.port", w.port, 0, 510)
             _check_mac(f"{where}.mac", w.mac)
             _check_ip(f"{where}.ip", w.ip)
-            _check_int(f"{where}.udp_port", w.udp_port, 1, 65535)
+            check_int(f"{where}.udp_port", w.udp_port, 1, 65535)
             if w.id in seen_ids:
                 raise SpecError(f"job {self.id}: worker id {w.id} appears twice")
             seen_ids.add(w.id)
@@ -148,7 +150,7 @@ class JobSpec:
                                 f"switch (ports: {sorted(known_ports)})")
         n = len(self.workers)
         if self.fan_in is not None:
-            _check_int("job.fan_in", self.fan_in, 1, n)
+            check_int("job.fan_in", self.fan_in, 1, n)
         if self.expected is not None:
             if self.expected & ~self.all_workers or not self.expected:
                 raise SpecError(f"job {self.id}: expected set {self.expected:#x} must be a "
@@ -158,7 +160,7 @@ class JobSpec:
                                 f"{bin(self.expected).count('1')} expected workers")
 
 
-def _check_int(name: str, value, lo: int, hi: int) -> None:
+def check_int(name: str, value, lo: int, hi: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise SpecError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
 
@@ -183,10 +185,7 @@ _WORKER_KEYS = {"id", "port", "mac", "ip", "udp_port"}
 
 def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     """Parse a TOML job spec; unknown or missing keys are errors."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from None
+    doc = parse_toml(text, source)
     job = doc.get("job")
     if not isinstance(job, dict):
         raise SpecError(f"{source}: missing [job] table")
@@ -208,6 +207,14 @@ def load_spec(path: str | Path) -> JobSpec:
     return parse_spec(read_file(path, "job spec"), str(path))
 
 
+def parse_toml(text: str, source: str) -> dict:
+    """A TOML document (a spec or a switch config), or a SpecError naming ``source``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: not valid TOML: {exc}") from None
+
+
 def read_file(path: str | Path, what: str) -> str:
     """A spec or config file's text, or a SpecError that says which file could not be read."""
     try:
@@ -223,104 +230,3 @@ def _check_keys(where: str, table: dict, allowed: set[str], required: set[str]) 
     missing = required - set(table)
     if missing:
         raise SpecError(f"{where}: missing keys {sorted(missing)}")
-
-
-@dataclass(frozen=True)
-class AdmittedJob:
-    """A job spec with the switch resources allocated to it."""
-
-    spec: JobSpec
-    job_index: int  # 1..MAX_JOBS-1: counter index and multicast group
-    slot_base: int
-    pool_base: int = 0  # the shared pool's first slot, where borrowed slots sum
-
-    @property
-    def group(self) -> int:
-        """Multicast group of the job's workers (above the flood group)."""
-        return 0x100 + self.job_index
-
-    def aggregator_range(self) -> range:
-        """The job's aggregators: the state of every slot of its window (a borrowed slot's
-        lanes are the pool's)."""
-        return range(2 * self.slot_base, 2 * (self.slot_base + self.spec.window))
-
-    def to_dict(self) -> dict:
-        return {"spec": self.spec.to_dict(), "job_index": self.job_index,
-                "slot_base": self.slot_base, "pool_base": self.pool_base}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> AdmittedJob:
-        return cls(JobSpec.from_dict(d["spec"]), d["job_index"], d["slot_base"],
-                   d.get("pool_base", 0))
-
-
-@dataclass
-class Allocator:
-    """First-fit allocation of slot ranges and job indices over the switch's slots; the
-    top ``pool_slots`` of them are the shared pool that jobs borrow from (docs/protocol.md
-    §4.6), never part of a job's range."""
-
-    num_slots: int = P.NUM_SLOTS
-    max_jobs: int = P.MAX_JOBS
-    jobs: dict[int, AdmittedJob] = field(default_factory=dict)
-    pool_slots: int = 0
-
-    def __post_init__(self) -> None:
-        _check_int("pool_slots", self.pool_slots, 0, self.num_slots)
-
-    @property
-    def pool_base(self) -> int:
-        return self.num_slots - self.pool_slots
-
-    def pool_range(self) -> range:
-        """The pool's aggregators."""
-        return range(2 * self.pool_base, 2 * self.num_slots)
-
-    def resize_pool(self, pool_slots: int) -> None:
-        """Give the pool ``pool_slots`` slots: only while no admitted job borrows (their
-        entries name the pool's place) and no job's range reaches into the new pool."""
-        _check_int("pool_slots", pool_slots, 0, self.num_slots)
-        borrowing = sorted(j.spec.id for j in self.jobs.values() if j.spec.borrow)
-        if borrowing and pool_slots != self.pool_slots:
-            raise SpecError(f"jobs {borrowing} borrow from the pool: remove them before "
-                            f"resizing it")
-        top = max((j.slot_base + j.spec.window for j in self.jobs.values()), default=0)
-        if top > self.num_slots - pool_slots:
-            raise SpecError(f"a pool of {pool_slots} slots would start at slot "
-                            f"{self.num_slots - pool_slots}, inside admitted jobs' ranges "
-                            f"(they reach slot {top - 1})")
-        self.pool_slots = pool_slots
-
-    def allocate(self, spec: JobSpec) -> AdmittedJob:
-        if spec.id in self.jobs:
-            raise SpecError(f"job {spec.id} is already admitted")
-        used_index = {j.job_index for j in self.jobs.values()}
-        free_index = next((i for i in range(1, self.max_jobs) if i not in used_index), None)
-        if free_index is None:
-            raise SpecError(f"no job index left: {self.max_jobs - 1} jobs are admitted")
-        if spec.borrow > self.pool_slots:
-            raise SpecError(f"job {spec.id} borrows {spec.borrow} slots but the switch's shared "
-                            f"pool has {self.pool_slots} (the controller's pool_slots)")
-        base = self._first_fit(spec.window)
-        if base is None:
-            free = self.pool_base - sum(j.spec.window for j in self.jobs.values())
-            raise SpecError(f"job {spec.id} asks for {spec.window} slots but no free range of "
-                            f"that size is left ({free} of {self.pool_base} slots free)")
-        return AdmittedJob(spec, free_index, base, self.pool_base if spec.borrow else 0)
-
-    def _first_fit(self, size: int) -> int | None:
-        start = 0
-        for job in sorted(self.jobs.values(), key=lambda j: j.slot_base):
-            if job.slot_base - start >= size:
-                return start
-            start = job.slot_base + job.spec.window
-        return start if self.pool_base - start >= size else None
-
-    def add(self, job: AdmittedJob) -> None:
-        self.jobs[job.spec.id] = job
-
-    def remove(self, job_id: int) -> AdmittedJob:
-        try:
-            return self.jobs.pop(job_id)
-        except KeyError:
-            raise SpecError(f"job {job_id} is not admitted") from None
