@@ -41,7 +41,7 @@ bench: $(STAMP)
 ## Every aggregation method and straggler policy in one scenario matrix (docs/policies.md);
 ## `make harness ARGS=--quick` for a smaller one.
 harness: $(STAMP)
-	$(PY) -m examples.harness $(ARGS)
+	$(PY) -m experiments.harness $(ARGS)
 
 ## Cluster-scale simulation of every method (docs/simulation.md): the testbed calibration and
 ## the scale studies into docs/results/sim; `make sim ARGS=--quick` for CI's smaller run.

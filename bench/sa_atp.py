@@ -1,5 +1,5 @@
 """SA-ATP against plain in-network aggregation, scenario by scenario (the policy harness's:
-examples/harness.py): mean iteration time of plain aggregation, slot takeover only, SA-ATP
+experiments/harness.py): mean iteration time of plain aggregation, slot takeover only, SA-ATP
 without work stealing (takeover and the re-split from history) and full SA-ATP, all in the same
 run, with each run's time to accuracy and final accuracy, and, where every worker's slowdown is
 static, the perfect-balance bound.
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from examples import harness, results
-from examples.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile
+from experiments import harness, results
+from experiments.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile
 
 SCENARIOS = ("none", "static-2x", "static-3x", "transient", "comm-heavy", "multi-job",
              "shared-pool")

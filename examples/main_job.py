@@ -12,10 +12,10 @@ import argparse
 import time
 from pathlib import Path
 
-from examples.emulated_link import LINK_GBPS, wire_ms
-from examples.launch import METHODS, compile_kernels, pick, run_training
-from examples.results import Run, load_run, plot_iteration_times, table
-from examples.stragglers import PROFILES
+from experiments.emulated_link import LINK_GBPS, wire_ms
+from experiments.launch import METHODS, compile_kernels, pick, run_training
+from experiments.results import Run, load_run, plot_iteration_times, table
+from experiments.stragglers import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_METHODS = ("gloo", "switch", "sa-atp-takeover", "sa-atp")
@@ -35,7 +35,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="emulated per-sample compute of this model on an H100 ('' = real "
                         "compute of the small model)")
     p.add_argument("--link-gbps", type=float, default=LINK_GBPS,
-                   help="emulated host links (examples/emulated_link.py): the profile's "
+                   help="emulated host links (experiments/emulated_link.py): the profile's "
                         "model's gradient at this rate; 0: this machine's own speed")
     p.add_argument("--target-accuracy", type=float, default=0.95)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "main_job")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from examples.harness import QUICK_SCENARIOS
-from examples.launch import METHODS as TESTBED_METHODS
+from experiments.harness import QUICK_SCENARIOS
+from experiments.launch import METHODS as TESTBED_METHODS
 from sim import calibration, efficiency, report
 from sim.studies import SEEDS, add_speedups, run_case, studies
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from examples.harness import QUICK_SCENARIOS, SCENARIOS
-from examples.launch import METHODS
+from experiments.harness import QUICK_SCENARIOS, SCENARIOS
+from experiments.launch import METHODS
 from host_lib.policies.base import Policy
 from host_lib.policies.registry import make_policy
 from sim import testbed

@@ -2,7 +2,7 @@
 model reaches.
 
 * :class:`DigitsTraining` — the testbed's own training, in-process: the digits MLP, the
-  global-batch sampler, SGD with momentum (examples/train.py), updated with exactly the samples
+  global-batch sampler, SGD with momentum (experiments/train.py), updated with exactly the samples
   each iteration's plan sums (contributors' shares, k-of-n's first k, Partial-Reduce's stale,
   discounted gradients on the model they were started on). Used to replay testbed runs; it has
   no quantization, which changes a sum by less than the quantizer's bound.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from examples import digits
+from experiments import digits
 from host_lib.sampling import GlobalBatchSampler, split
 
-LEARNING_RATE = 0.1  # examples/train.py's defaults
+LEARNING_RATE = 0.1  # experiments/train.py's defaults
 MOMENTUM = 0.9
 
 

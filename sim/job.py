@@ -1,7 +1,7 @@
 """A data-parallel training job in the simulation, driven by the straggler policy we ship.
 
 Each iteration, the job's process does what ``host_lib.policies.driver`` and
-``examples/train.py`` do on every rank, with simulated time in place of the wall clock:
+``experiments/train.py`` do on every rank, with simulated time in place of the wall clock:
 
 1. wait until the plan can be made (a policy that ``uses_history`` needs every worker's step
    time of the previous iteration), then ask ``policy.plan(iteration, history)``;
@@ -69,8 +69,8 @@ class JobSpec:
     train_digits: bool = False  # real digits gradients and accuracy (testbed replays)
     eval_every: int = 5
     max_blocks: int = 32
-    micro_batches: int = 8  # work stealing: micro-batches per share (examples/train.py)
-    # The testbed's emulated host links (examples/emulated_link.py): a call ends no sooner
+    micro_batches: int = 8  # work stealing: micro-batches per share (experiments/train.py)
+    # The testbed's emulated host links (experiments/emulated_link.py): a call ends no sooner
     # than this long (2 (n - 1) / n of it for a ring) after the last contribution it needs
     # started; 0 for a real network, which the communication model carries itself.
     wire_s: float = 0.0
@@ -227,7 +227,7 @@ class Job:
         return outcome
 
     def _link_floor(self, plan, sends, joined) -> np.ndarray:
-        """When the emulated links let the call end (examples/emulated_link.py): the wire
+        """When the emulated links let the call end (experiments/emulated_link.py): the wire
         time after the fan-in-th start among the contributors (the workers' own start for
         those that cannot tell)."""
         started = joined - self.spec.costs.call(plan)

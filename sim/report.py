@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from examples.results import pivot_table
+from experiments.results import pivot_table
 from sim.studies import Study
 
 

@@ -4,7 +4,7 @@ micro-batches from the tail of the share with the most left, while some share ha
 left.
 
 A micro-batch of ``k`` samples costs a worker ``per_sample * k`` seconds of its own speed, and
-its first micro-batch also the step's fixed cost, as examples/train.py emulates it; each claim
+its first micro-batch also the step's fixed cost, as experiments/train.py emulates it; each claim
 costs one store round trip (``claim_s``); a thief that finds nothing left pays one more look.
 """
 

@@ -3,7 +3,7 @@
 A step of ``work`` seconds (the H100 profile's time for the worker's share) becomes
 ``work * factor * jitter``, stretched by contention:
 
-* ``schedule`` — examples.stragglers.SlowdownSchedule, the testbed's own: static factors
+* ``schedule`` — experiments.stragglers.SlowdownSchedule, the testbed's own: static factors
   (persistent stragglers; heterogeneous GPU classes) and seeded transient slowdowns that last a
   few iterations, so a replayed testbed scenario slows the same workers in the same iterations;
 * ``jitter`` — each step independently times a log-normal factor (GPU step-time noise);
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from examples.stragglers import SlowdownSchedule, speed_classes
+from experiments.stragglers import SlowdownSchedule, speed_classes
 
 
 @dataclass
@@ -107,6 +107,6 @@ def static(n_workers: int, factor: float, fraction: float) -> dict[int, float]:
 
 def interleaved_classes(factors: list[float], n_workers: int, group: int) -> dict[int, float]:
     """Speed classes spread over every group of ``group`` workers (every rack holds each class
-    in the same proportions), as examples.stragglers.speed_classes splits one group."""
+    in the same proportions), as experiments.stragglers.speed_classes splits one group."""
     within = speed_classes(factors, min(group, n_workers))
     return {w: within[w % len(within)] for w in range(n_workers)}

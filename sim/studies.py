@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from examples.stragglers import SlowdownSchedule
+from experiments.stragglers import SlowdownSchedule
 from sim.efficiency import Efficiency
 from sim.job import HostCosts, JobSpec
 from sim.network import Network, SwitchConfig

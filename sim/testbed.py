@@ -1,10 +1,10 @@
-"""The testbed, as the simulator sees it: the policy harness's job (examples/harness.py) on the
+"""The testbed, as the simulator sees it: the policy harness's job (experiments/harness.py) on the
 2-core development machine, for replaying its scenarios.
 
 Measured inputs (docs/results/testbed_rates.json, what make bench measured when the harness
 ran): the embedded switch's packet rates (aggregating, and completing a slot with its
 multicast) and the host sender's packet rate. Compute is the harness's: the H100 ResNet-50 profile for each worker's
-share, times the scenario's slowdowns (the same seeded schedule, examples/stragglers.py).
+share, times the scenario's slowdowns (the same seeded schedule, experiments/stragglers.py).
 
 Fitted inputs (:data:`FITTED`, by :func:`sim.calibration.fit` on the scenario without
 stragglers only): the hosts' per-iteration software costs, the mean extra delay of an emulated
@@ -18,10 +18,10 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from examples.emulated_link import LINK_GBPS
-from examples.harness import SCENARIOS, Scenario
-from examples.launch import METHODS
-from examples.stragglers import PROFILES, SlowdownSchedule
+from experiments.emulated_link import LINK_GBPS
+from experiments.harness import SCENARIOS, Scenario
+from experiments.launch import METHODS
+from experiments.stragglers import PROFILES, SlowdownSchedule
 from host_lib.rto import RtoEstimator
 from sim.job import HostCosts, JobSpec
 from sim.network import Network, SwitchConfig
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RATES = ROOT / "docs" / "results" / "testbed_rates.json"
 RESULTS = ROOT / "docs" / "results" / "results.csv"
 WORKERS, GLOBAL_BATCH, ITERATIONS, SEED = 4, 256, 200, 0
-DIGITS_PARAMS = 2410  # examples/digits.py's MLP
+DIGITS_PARAMS = 2410  # experiments/digits.py's MLP
 LOOPBACK_LATENCY_S = 30e-6  # one way through a UDP tunnel on loopback
 # The extra delay of an emulated step is gamma-distributed with this shape: with it, the spread
 # of simulated iteration times without stragglers (p99 - p50, switch) is the testbed's, ~10 ms;

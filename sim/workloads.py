@@ -4,7 +4,7 @@ its gradient is cut into and when backprop releases each of them.
 
 Layer lists are written out from the models' definitions (torchvision's ResNet-50 and VGG-16,
 GPT-2 medium); tests check their parameter counts against the counts measured with torch in
-``examples/profiles/h100_step_times.json``.
+``experiments/profiles/h100_step_times.json``.
 
 Bucket release: DDP fills buckets in reverse registration order (the order backprop produces
 gradients), the first one capped at 1 MiB, the others at 25 MiB (DDP's defaults). A step spends
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from examples.stragglers import StepTimeProfile
+from experiments.stragglers import StepTimeProfile
 
-PROFILES = Path(__file__).resolve().parent.parent / "examples" / "profiles" / "h100_step_times.json"
+PROFILES = Path(__file__).resolve().parent.parent / "experiments" / "profiles" / "h100_step_times.json"
 FIRST_BUCKET_BYTES = 1 << 20
 BUCKET_BYTES = 25 << 20
 FORWARD_SHARE = 1 / 3  # backward costs about twice the forward pass

@@ -5,7 +5,7 @@ and nothing noticed), and its ratios and bound are what its own runs and the pro
 import pytest
 
 from bench import sa_atp
-from examples.stragglers import PROFILES, StepTimeProfile
+from experiments.stragglers import PROFILES, StepTimeProfile
 
 
 @pytest.mark.slow

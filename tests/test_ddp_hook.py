@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from examples import digits
+from experiments import digits
 from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, qbits
 from protocol import constants as P
 from topologies.local import LocalCluster, local_job

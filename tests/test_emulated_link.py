@@ -1,4 +1,4 @@
-"""The harness's emulated host links (examples/emulated_link.py): the floor each method's
+"""The harness's emulated host links (experiments/emulated_link.py): the floor each method's
 communication is held to, and the wire times the scenarios derive from the profiles."""
 
 import json
@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from examples.emulated_link import EmulatedLink
-from examples.harness import SCENARIOS
-from examples.launch import run_training
-from examples.stragglers import PROFILES
+from experiments.emulated_link import EmulatedLink
+from experiments.harness import SCENARIOS
+from experiments.launch import run_training
+from experiments.stragglers import PROFILES
 
 
 def links(tmp_path, world, wire_s=0.3, ring=False):

@@ -1,4 +1,4 @@
-"""Reading training logs into runs and tables (examples/results.py), and the policy harness end
+"""Reading training logs into runs and tables (experiments/results.py), and the policy harness end
 to end: one command, a small scenario matrix, the CSV, the summary and the plots."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import shutil
 import numpy as np
 import pytest
 
-from examples.results import load_run, median_rows, overview_table, scenario_tables, summary
+from experiments.results import load_run, median_rows, overview_table, scenario_tables, summary
 
 
 def write_logs(path, ends, compute, accuracy_at=None):
-    """rank*.jsonl as examples/train.py writes them: ``ends[i][r]`` wall-clock end of iteration
+    """rank*.jsonl as experiments/train.py writes them: ``ends[i][r]`` wall-clock end of iteration
     i on rank r (the job started at 100.0), ``compute[i][r]`` its compute time."""
     path.mkdir(parents=True, exist_ok=True)
     for r in range(len(ends[0])):
@@ -98,7 +98,7 @@ def test_repeated_runs_give_medians_and_the_range_of_their_times_to_accuracy():
 
 
 def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
-    from examples import harness
+    from experiments import harness
 
     # static-3x, switch and boa, seeds 5 and 6: iterations of 0.1 s, accuracy 0.96 reached at
     # iteration 2, 3 or 4 (0.3, 0.4 or 0.5 s)
@@ -122,7 +122,7 @@ def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
 
 @pytest.mark.slow
 def test_the_harness_runs_a_matrix_and_writes_csv_summary_and_plots(tmp_path):
-    from examples import harness
+    from experiments import harness
 
     harness.main(["--scenarios", "none,static-3x", "--methods", "switch,boa",
                   "--iterations", "12", "--eval-every", "4", "--target-accuracy", "0.3",
@@ -156,7 +156,7 @@ def test_the_harness_runs_a_matrix_and_writes_csv_summary_and_plots(tmp_path):
 
 
 def test_the_neighbour_jobs_iteration_mean_comes_from_its_own_logs(tmp_path):
-    from examples import harness
+    from experiments import harness
 
     # the neighbour's iterations end at 0.1, 0.3, 0.6 s: the mean without the first is 250 ms
     write_logs(tmp_path / "neighbour", [[100.1], [100.3], [100.6]], [[0.05]] * 3)

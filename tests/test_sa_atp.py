@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from examples import digits
+from experiments import digits
 from host_lib.policies.base import StepHistory
 from host_lib.policies.detection import StragglerDetector, _nanmedian
 from host_lib.policies.sa_atp import SaAtp

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import simpy
 
-from examples.stragglers import SlowdownSchedule, StepTimeProfile
+from experiments.stragglers import SlowdownSchedule, StepTimeProfile
 from host_lib.policies.registry import make_policy
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.efficiency import Efficiency, fit
@@ -192,7 +192,7 @@ def test_the_testbed_replay_runs_a_multi_job_scenario_with_its_neighbour():
 
 @pytest.mark.parametrize("comm,factor", [("ring", 1.5), ("switch", 1.0)])
 def test_emulated_links_end_each_call_a_wire_time_after_the_last_start(comm, factor):
-    """The testbed's emulated links (examples/emulated_link.py) replayed: with a wire time far
+    """The testbed's emulated links (experiments/emulated_link.py) replayed: with a wire time far
     above what the network takes, every iteration of a job with a 3x straggler lasts its
     compute (A 64 + C, three times over) plus the floor, 1.5 wire times for a ring of four and
     one for the switch; a tiny gradient leaves nothing else that long."""

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from examples.launch import METHODS
+from experiments.launch import METHODS
 from sim import __main__ as sim_main
 from sim.calibration import TOLERANCE
 from sim.studies import studies

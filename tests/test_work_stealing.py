@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from examples import digits
-from examples.launch import run_training
-from examples.stragglers import SlowdownSchedule
+from experiments import digits
+from experiments.launch import run_training
+from experiments.stragglers import SlowdownSchedule
 from host_lib.sampling import GlobalBatchSampler, split
 from host_lib.work_stealing import WorkStealing, micro_batches
 
@@ -98,7 +98,7 @@ def test_every_sample_is_computed_exactly_once_under_contention(scenario):
 
 
 def reference_training(seed: int, batch: int, iterations: int, lr: float) -> dict:
-    """The model examples/train.py trains, trained by one process on the whole global batch
+    """The model experiments/train.py trains, trained by one process on the whole global batch
     (mean loss, SGD with momentum 0.9), independent of shares, micro-batches and workers."""
     xtr, ytr, _, _ = digits.load(seed)
     net = digits.model(seed)
@@ -136,7 +136,7 @@ def test_training_with_work_stealing_matches_the_single_process_reference(
         timeout=300)
     sampler = GlobalBatchSampler(len(digits.load(0)[0]), batch, 0)
     logs = [[json.loads(line) for line in open(tmp_path / f"rank{r}.jsonl")] for r in range(4)]
-    pieces = 8  # examples/train.py's micro-batches per share
+    pieces = 8  # experiments/train.py's micro-batches per share
     stolen = 0
     for it in range(iterations):
         records = [log[it] for log in logs]

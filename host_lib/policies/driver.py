@@ -15,7 +15,7 @@ by iteration, the same way on every rank, so a training script needs no policy l
 
 Policies that steal work (``steals_work``, SA-ATP) compute the share in micro-batches from
 :meth:`PolicyDriver.micro_batches` instead, accumulating gradients without synchronising, and
-let the comm hook run once they are done (examples/train.py).
+let the comm hook run once they are done (experiments/train.py).
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and

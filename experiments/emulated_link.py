@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from examples.stragglers import StepTimeProfile, pad_to
+from experiments.stragglers import StepTimeProfile, pad_to
 
 LINK_GBPS = 100.0  # the links' default rate in the harness and the main job
 _ROWS = 64  # iterations the board remembers; workers are never that far apart

@@ -1,4 +1,4 @@
-"""The training methods, and starting one training run of examples/train.py under torchrun: with
+"""The training methods, and starting one training run of experiments/train.py under torchrun: with
 gloo alone, or against a fresh embedded switch with the job admitted (shared by the main job and
 the policy harness)."""
 
@@ -62,7 +62,7 @@ def run_training(log_dir: Path, workers: int, comm: str, train_args: list[str], 
                  neighbour_args: list[str] | None = None) -> None:
     """Train with ``workers`` processes; rank logs go to ``log_dir``. ``comm`` is 'gloo' or
     'switch' (a job of ``slots`` aggregators, and ``borrow`` more from the switch's shared
-    pool of as many, docs/protocol.md §4.6); ``train_args`` are examples/train.py's other
+    pool of as many, docs/protocol.md §4.6); ``train_args`` are experiments/train.py's other
     options. torchrun's output goes to the console, or to the file ``output``.
 
     With ``neighbour_args``, a second job of as many workers, its own ``slots`` aggregators
@@ -113,7 +113,7 @@ def compile_kernels(workers: int) -> None:
 
 def _torchrun(workers: int, args: list[str], output: Path | None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={workers}", "-m", "examples.train", *args]
+           f"--nproc-per-node={workers}", "-m", "experiments.train", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     if output is None:
         return subprocess.Popen(cmd, cwd=ROOT, env=env)

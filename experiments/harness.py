@@ -2,10 +2,10 @@
 on the embedded switch (no root, no bmv2). Each run trains the digits MLP with 4 workers, real
 gradients, and compute emulated from the H100 step-time profile with a per-worker slowdown.
 
-    python -m examples.harness                     # the full matrix (make harness)
-    python -m examples.harness --quick             # two scenarios, fewer iterations
-    python -m examples.harness --scenarios static-3x --methods switch,dpar,boa
-    python -m examples.harness --repeat 3          # each cell with seeds 0, 1, 2; medians
+    python -m experiments.harness                     # the full matrix (make harness)
+    python -m experiments.harness --quick             # two scenarios, fewer iterations
+    python -m experiments.harness --scenarios static-3x --methods switch,dpar,boa
+    python -m experiments.harness --repeat 3          # each cell with seeds 0, 1, 2; medians
 
 Writes ``results.csv`` (one row per scenario, method and seed), ``summary.md`` (a table per
 scenario; with ``--repeat``, the median of the seeds' runs and the range of their times to
@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from examples.emulated_link import LINK_GBPS, wire_ms
-from examples.launch import METHODS, compile_kernels, pick, run_training
-from examples.results import (
+from experiments.emulated_link import LINK_GBPS, wire_ms
+from experiments.launch import METHODS, compile_kernels, pick, run_training
+from experiments.results import (
     load_run,
     median_rows,
     overview_table,
@@ -36,7 +36,7 @@ from examples.results import (
     summary,
     write_csv,
 )
-from examples.stragglers import PROFILES
+from experiments.stragglers import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ class Scenario:
     neighbour: bool = False
     # The links carry this model's gradient at --link-gbps, scaled to the emulated compute:
     # the wire time of a worker's gradient is the same multiple of an even share's compute as
-    # this model's gradient's is of its own step (examples/emulated_link.py).
+    # this model's gradient's is of its own step (experiments/emulated_link.py).
     network_model: str = "resnet50"
 
     def wire_ms(self, profiles: Path, compute: str, share: int, gbps: float) -> float:
@@ -125,7 +125,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", default="resnet50",
                    help="emulated per-sample compute of this model on an H100")
     p.add_argument("--link-gbps", type=float, default=LINK_GBPS,
-                   help="emulated host links (examples/emulated_link.py): each scenario's "
+                   help="emulated host links (experiments/emulated_link.py): each scenario's "
                         "model's gradient at this rate, scaled to the emulated compute; 0: "
                         "this machine's own speed, which is loopback's for gloo")
     p.add_argument("--target-accuracy", type=float, help="default 0.95, quick 0.90")

@@ -2,7 +2,7 @@
 switch (the SA-ATP DDP comm hook), under a straggler policy. Run it under torchrun, one process
 per worker:
 
-    torchrun --nproc-per-node 4 -m examples.train --comm switch --policy sa-atp \\
+    torchrun --nproc-per-node 4 -m experiments.train --comm switch --policy sa-atp \\
         --job-spec runs/demo/job.toml --udp-ports runs/demo/ports.json --log-dir runs/demo/sa
 
 Every iteration, each worker asks the policy for the iteration's plan (computed identically on
@@ -36,9 +36,9 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import _get_default_store
 from torch.nn.parallel import DistributedDataParallel
 
-from examples import digits
-from examples.emulated_link import EmulatedLink
-from examples.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile, pad_to
+from experiments import digits
+from experiments.emulated_link import EmulatedLink
+from experiments.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile, pad_to
 from host_lib.ddp_hook import sa_atp_hook
 from host_lib.policies.base import IterationPlan
 from host_lib.policies.driver import PendingGradient, PolicyDriver
@@ -72,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "as a larger model would")
     p.add_argument("--wire-ms", type=float, default=0.0,
                    help="emulate host links on which this worker's whole gradient takes this "
-                        "long to send (examples/emulated_link.py); 0: this machine's speed")
+                        "long to send (experiments/emulated_link.py); 0: this machine's speed")
     p.add_argument("--micro-batches", type=int, default=8,
                    help="work stealing: micro-batches per worker's share")
     p.add_argument("--silence-timeout", type=float, default=5.0)

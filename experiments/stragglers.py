@@ -4,7 +4,7 @@ A worker's compute time per iteration is ``base_time * slowdown``, where
 
 * ``base_time`` is either the measured time of the real forward/backward pass on the small model,
   or, in emulated-compute mode, the step time of a real model on a real GPU for the worker's batch
-  size, ``t(b) = a * b + c``, from a measured profile (examples/profiles/h100_step_times.json,
+  size, ``t(b) = a * b + c``, from a measured profile (experiments/profiles/h100_step_times.json,
   measured on an H100), so that 2-core experiments reflect GPU clusters;
 * ``slowdown`` comes from a :class:`SlowdownSchedule`: static factors per worker (a persistent
   straggler, or a heterogeneous cluster of speed classes, as GPUs of different generations),
