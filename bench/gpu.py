@@ -1,7 +1,7 @@
 """CUDA gradient buckets: the DDP hook's device path against its host path (issue 22, item 4).
 
 The hook quantizes a CUDA float32 bucket on its GPU and copies only the int32 lanes and block
-exponents into pinned host memory on a side stream (:mod:`host_lib.device_staging`); on the
+exponents into pinned host memory on a side stream (:mod:`host_lib.pytorch.device_staging`); on the
 host path the bucket crosses as float32 into pinned memory and the host quantizes it. Measured
 per bucket size: how long each path holds DDP's caller (the hook's return), also when ~10 ms of
 kernels are still queued before it, as the backward pass's are when DDP calls the hook, and how
@@ -22,8 +22,8 @@ import time
 import numpy as np
 import torch
 
-from host_lib.device_staging import DeviceStaging
-from host_lib.quantize import BlockQuantizer, block_exponents, num_blocks, predict_scales
+from host_lib.pytorch.device_staging import DeviceStaging
+from host_lib.engine.quantize import BlockQuantizer, block_exponents, num_blocks, predict_scales
 from topologies.local import LocalCluster, local_job
 
 N_WORKERS = 4
@@ -102,7 +102,7 @@ def _hook_worker(comm, arg):
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
-    from host_lib.ddp_hook import SaAtpHookState, sa_atp_hook
+    from host_lib.pytorch.ddp_hook import SaAtpHookState, sa_atp_hook
 
     iterations, batch, gpu = arg
     torch.manual_seed(0)

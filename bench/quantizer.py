@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.timing import interleaved_best
-from host_lib.quantize import BlockQuantizer, block_exponents, num_blocks, predict_scales
+from host_lib.engine.quantize import BlockQuantizer, block_exponents, num_blocks, predict_scales
 
 GOAL = 0.5
 

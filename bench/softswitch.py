@@ -21,7 +21,7 @@ import numpy as np
 from p4.v1 import p4runtime_pb2 as pb
 
 from control_plane.controller import Controller, Pipeline
-from host_lib.links import UdpTunnelLink
+from host_lib.engine.links import UdpTunnelLink
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
 from softswitch.packet_rate import compare

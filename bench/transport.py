@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-from host_lib.links import UdpTunnelLink
+from host_lib.engine.links import UdpTunnelLink
 from pktio.udp import UdpBatch, address
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, Endpoint, FrameBatch, field_offset

@@ -23,7 +23,7 @@ class Method:
     """One way to train the job: how gradients are summed and under which straggler policy."""
 
     comm: str  # 'gloo' or 'switch'
-    policy: str  # a name in host_lib.policies.registry.POLICIES
+    policy: str  # a name in host_lib.scheduling.policies.registry.POLICIES
     description: str
 
 

@@ -14,7 +14,7 @@ after they were started (Partial-Reduce) run in a second mode without DDP: a wor
 gradient when its share is non-zero, keeps computing while it sits iterations out, and delivers
 the gradient (scaled by its staleness discount) when the plan makes it a contributor. Policies
 that steal work (SA-ATP) compute in micro-batches, without synchronising, the ones
-:mod:`host_lib.work_stealing` hands out, and let the comm hook sum the accumulated gradient in a
+:mod:`host_lib.scheduling.work_stealing` hands out, and let the comm hook sum the accumulated gradient in a
 last backward pass over no samples.
 
 Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
@@ -39,11 +39,11 @@ from torch.nn.parallel import DistributedDataParallel
 from experiments import digits
 from experiments.emulated_link import EmulatedLink
 from experiments.stragglers import PROFILES, SlowdownSchedule, StepTimeProfile, pad_to
-from host_lib.ddp_hook import sa_atp_hook
-from host_lib.policies.base import IterationPlan
-from host_lib.policies.driver import PendingGradient, PolicyDriver
-from host_lib.policies.registry import POLICIES, make_policy
-from host_lib.sampling import GlobalBatchSampler
+from host_lib.pytorch.ddp_hook import sa_atp_hook
+from host_lib.scheduling.policies.base import IterationPlan
+from host_lib.scheduling.policies.driver import PendingGradient, PolicyDriver
+from host_lib.scheduling.policies.registry import POLICIES, make_policy
+from host_lib.scheduling.sampling import GlobalBatchSampler
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -103,7 +103,7 @@ def switch_hook_state(args, fallback: bool = True):
     """Aggregator, link and hook state for this rank's worker of the job. Without
     ``fallback`` the communicator has no gloo fallback: its per-call agreement is a collective
     that would hold every worker to the pace of the slowest."""
-    from host_lib.connect import hook_state
+    from host_lib.pytorch.connect import hook_state
 
     return hook_state(args.job_spec, udp_ports=None if args.interface else args.udp_ports,
                       interface=args.interface, mean=False, fallback=fallback,

@@ -1,6 +1,6 @@
 """Allreduce through the switch for one job and worker: the object a training process uses.
 
-    # run: the same on every worker of this run (host_lib/runs.py; host_lib/connect does it)
+    # run: the same on every worker (host_lib/engine/runs.py; host_lib/pytorch/connect.py)
     comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, worker_id, run), link, pg)
     total = comm.allreduce(grad)                      # float32: quantized, exact integer sum
     mean = comm.allreduce(grad, weights=[1] * n)      # divided by the weights of who was summed
@@ -11,7 +11,7 @@ Calls run one after another on the communicator's I/O thread, in the order they 
 every worker walks the same chunk ids; between calls the thread keeps answering peers for which
 this worker is a helper. A float32 call quantizes with the agreed per-block scales
 (docs/protocol.md §5), streams the blocks through the switch, repairs any block a worker had to
-clip, and dequantizes. A :class:`~host_lib.takeover.RoundPlan` says how this worker takes part
+clip, and dequantizes. A :class:`~host_lib.engine.rounds.RoundPlan` says how this worker takes part
 (sits out, in-band fan-in, slot takeover by helpers). If the switch falls silent and a fallback
 process group is given, the workers agree with one small collective and all of them complete
 that call through gloo.
@@ -26,53 +26,51 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.quantize import BlockQuantizer, num_blocks, predict_scales
+from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
+from host_lib.engine.transport import Transport
 from host_lib.metrics import CallMetrics
-from host_lib.quantize import BlockQuantizer, num_blocks, predict_scales
-from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
-from host_lib.rto import RtoEstimator
-from host_lib.transport import Transport
 from protocol import constants as P
-from protocol.codec import Endpoint, FrameBatch
-
-if TYPE_CHECKING:
-    from host_lib.device_staging import StagedBucket
-    from host_lib.fallback import FallbackGroup
+from protocol.codec import FrameBatch
 
 log = logging.getLogger(__name__)
 
 _IDLE_POLL = 0.5  # longest wait between calls (a new call or a frame ends it at once)
 
 
-@dataclass(frozen=True)
-class CommunicatorConfig:
-    job: int
-    worker: int
-    n_workers: int
-    slots: int  # the job's window W
-    local: Endpoint  # this worker's MAC, IP and UDP port
-    switch: Endpoint  # the address workers send to
-    run: int  # the run's identity, the same on every worker (host_lib/runs.py)
-    peers: dict[int, Endpoint] = field(default_factory=dict)  # every worker, for helpers
-    own_slots: int | None = None  # the slots not borrowed from the switch's pool (None: all)
-    silence_timeout: float = 5.0
-    stall_timeout: float = 60.0  # longest wait for any chunk to complete, whatever arrives
-    initial_rto: float = 0.05
-    quantizer_threads: int = 1
-    metrics_listen: str | None = None  # "HOST:PORT": serve per-call statistics to Prometheus
+class StagedBucket(Protocol):
+    """Values quantized on their device, on their way to host memory
+    (host_lib/pytorch/device_staging.py makes them)."""
 
-    @classmethod
-    def from_spec(cls, spec, worker_id: int, run: int, **overrides) -> CommunicatorConfig:
-        """Configuration of one worker of a protocol.jobspec.JobSpec, in run ``run``."""
-        w = spec.worker(worker_id)
-        peers = {p.id: Endpoint(p.mac, p.ip, p.udp_port) for p in spec.workers}
-        return cls(job=spec.id, worker=w.id, n_workers=len(spec.workers), slots=spec.window,
-                   own_slots=spec.slots,
-                   local=peers[w.id], switch=Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT),
-                   run=run, peers=peers, **overrides)
+    size: int  # values in the bucket
+    scales: np.ndarray  # the block scales it was quantized with (``scales_for``)
+
+    def wait(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lanes, exponents) in host memory, once their copy is done."""
+
+    def requantize(self, blocks: np.ndarray, scales: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Blocks quantized again with larger scales (a repair)."""
+
+    def host_values(self) -> np.ndarray:
+        """The float32 values themselves, for the fallback."""
+
+
+class FallbackGroup(Protocol):
+    """How every worker completes a call another way when the switch cannot
+    (host_lib/pytorch/fallback.py: through gloo)."""
+
+    def agree(self, failed: bool, next_chunk: int) -> tuple[bool, int]:
+        """(did any worker fail, the largest next chunk id any worker reached)."""
+
+    def allreduce(self, values: np.ndarray, divisor: float = 1.0, contribute: bool = True
+                  ) -> np.ndarray:
+        """The sum over all workers, divided by ``divisor``."""
 
 
 @dataclass
@@ -96,11 +94,7 @@ class SwitchCommunicator:
         self.config = config
         self.link = link
         self.fallback = fallback_group
-        self.transport = Transport(link, config.job, config.worker, config.slots, config.local,
-                                   config.switch, config.peers,
-                                   RtoEstimator(initial=config.initial_rto),
-                                   config.silence_timeout, config.n_workers, config.run,
-                                   config.stall_timeout, config.own_slots)
+        self.transport = Transport(link, config)
         self.quantizer = BlockQuantizer(config.n_workers, threads=config.quantizer_threads)
         self.frames = FrameBatch(config.local, config.switch)
         self.next_chunk = 0
@@ -149,7 +143,7 @@ class SwitchCommunicator:
 
     def scales_for(self, tag, length: int) -> np.ndarray:
         """The quantization scales a call of ``length`` values with ``tag`` will use: what a
-        caller that quantizes on its own device (:mod:`host_lib.device_staging`) needs."""
+        caller that quantizes on its own device (:mod:`host_lib.pytorch.device_staging`) needs."""
         return predict_scales(self.history.get(tag), num_blocks(length))
 
     def allreduce_staged_async(self, staged: StagedBucket, weights=None, tag=None,
@@ -273,8 +267,8 @@ class SwitchCommunicator:
         """Frames for the next ``len(lanes)`` chunk ids, pushed through the switch."""
         n = len(lanes)
         chunks = (self.next_chunk + np.arange(n, dtype=np.int64)) & 0xFFFFFFFF
-        slots = chunks % self.config.slots
-        sets = (chunks // self.config.slots) % 2
+        slots = chunks % self.config.window
+        sets = (chunks // self.config.window) % 2
         frames = self.frames.encode(op=P.Op.DATA, job=self.config.job, worker=self.config.worker,
                                     slot=slots, chunk=chunks, flags=sets, scale=scales, exp=exps,
                                     fanin=plan.fanin, run=self.config.run, lanes=lanes if plan.contribute else None)

@@ -2,7 +2,7 @@
 
 ``CommunicatorConfig(metrics_listen="127.0.0.1:9400")`` (or ``hook_state(..., metrics_listen=...)``)
 serves ``http://127.0.0.1:9400/metrics``; port 0 takes a free port (``comm.metrics.address``).
-Every integer field of :class:`~host_lib.rounds.CallStats` becomes a counter
+Every integer field of :class:`~host_lib.engine.rounds.CallStats` becomes a counter
 ``sa_atp_<field>_total`` summed over calls, beside ``sa_atp_calls_total``,
 ``sa_atp_fallbacks_total``, ``sa_atp_bounces_total{reason}`` (every bounce reason of the protocol,
 zeros included) and the histogram ``sa_atp_call_seconds``; all labelled with job and worker.
@@ -10,14 +10,10 @@ zeros included) and the histogram ``sa_atp_call_seconds``; all labelled with job
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from host_lib.rounds import CallStats
+from host_lib.engine.rounds import COUNTS, CallStats
 from protocol import constants as P
-
-SUMMED = tuple(f.name for f in fields(CallStats) if f.type in ("int", int))
 
 
 def serve(listen: str, registry: CollectorRegistry):
@@ -42,7 +38,7 @@ class CallMetrics:
         self.fallbacks = counter("fallbacks", "calls completed through gloo instead of the "
                                  "switch").labels(*self._ids)
         self.summed = {name: counter(name, f"CallStats.{name}, summed over calls")
-                       .labels(*self._ids) for name in SUMMED}
+                       .labels(*self._ids) for name in COUNTS}
         self.bounces = counter("bounces", "BOUNCE packets received, per reason", ("reason",))
         for reason in P.Bounce:
             if reason.value:

@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from experiments.harness import QUICK_SCENARIOS, SCENARIOS
 from experiments.launch import METHODS
-from host_lib.policies.base import Policy
-from host_lib.policies.registry import make_policy
+from host_lib.scheduling.policies.base import Policy
+from host_lib.scheduling.policies.registry import make_policy
 from sim import testbed
 from sim.job import JobResult
 from sim.run import simulate

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from experiments import digits
-from host_lib.sampling import GlobalBatchSampler, split
+from host_lib.scheduling.sampling import GlobalBatchSampler, split
 
 LEARNING_RATE = 0.1  # experiments/train.py's defaults
 MOMENTUM = 0.9

@@ -1,6 +1,6 @@
 """A data-parallel training job in the simulation, driven by the straggler policy we ship.
 
-Each iteration, the job's process does what ``host_lib.policies.driver`` and
+Each iteration, the job's process does what ``host_lib.scheduling.policies.driver`` and
 ``experiments/train.py`` do on every rank, with simulated time in place of the wall clock:
 
 1. wait until the plan can be made (a policy that ``uses_history`` needs every worker's step
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from host_lib.policies.base import IterationPlan, StepHistory
-from host_lib.policies.registry import make_policy
-from host_lib.work_stealing import micro_batches
+from host_lib.scheduling.policies.base import IterationPlan, StepHistory
+from host_lib.scheduling.policies.registry import make_policy
+from host_lib.scheduling.work_stealing import micro_batches
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.gradients import DigitsTraining, SignFlips

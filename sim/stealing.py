@@ -1,4 +1,4 @@
-"""Work stealing within an iteration, as host_lib.work_stealing runs it on the testbed, in
+"""Work stealing within an iteration, as host_lib.scheduling.work_stealing runs it on the testbed, in
 simulated time: each worker computes its own share's micro-batches from the head, then takes
 micro-batches from the tail of the share with the most left, while some share has two or more
 left.
@@ -14,7 +14,7 @@ import heapq
 
 import numpy as np
 
-from host_lib.work_stealing import WORTH_STEALING, micro_batches
+from host_lib.scheduling.work_stealing import WORTH_STEALING, micro_batches
 
 
 def stealing_schedule(shares, pieces: int, fixed_s: float, per_sample_s: float,

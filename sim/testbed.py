@@ -22,7 +22,7 @@ from experiments.emulated_link import LINK_GBPS
 from experiments.harness import SCENARIOS, Scenario
 from experiments.launch import METHODS
 from experiments.stragglers import PROFILES, SlowdownSchedule
-from host_lib.rto import RtoEstimator
+from host_lib.engine.rto import RtoEstimator
 from sim.job import HostCosts, JobSpec
 from sim.network import Network, SwitchConfig
 from sim.stragglers import Stragglers

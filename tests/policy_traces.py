@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from host_lib.policies.base import StepHistory
+from host_lib.scheduling.policies.base import StepHistory
 
 A, C = 0.000367, 0.0104  # seconds per sample and per step
 COMM = 0.010  # seconds of communication per iteration

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, MAX_EXPONENT, qbits
+from host_lib.engine.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, MAX_EXPONENT, qbits
 from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 

@@ -39,7 +39,7 @@ def exercise(rank: int, dist_port: int, world_job, group_job, udp_ports) -> dict
     import torch
     import torch.distributed as dist
 
-    from host_lib.backend import SwitchOptions
+    from host_lib.pytorch.c10d_backend import SwitchOptions
 
     dist.init_process_group("sa_atp", init_method=f"tcp://127.0.0.1:{dist_port}", rank=rank,
                             world_size=N, pg_options=SwitchOptions(world_job, udp_ports=udp_ports))

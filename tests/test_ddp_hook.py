@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from experiments import digits
-from host_lib.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, qbits
+from host_lib.engine.quantize import DEFAULT_EXPONENT, HEADROOM_BITS, qbits
 from protocol import constants as P
 from topologies.local import LocalCluster, local_job
 
@@ -25,7 +25,7 @@ def gradients_both_ways(comm, arg):
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
-    from host_lib.ddp_hook import SaAtpHookState, sa_atp_hook
+    from host_lib.pytorch.ddp_hook import SaAtpHookState, sa_atp_hook
 
     rank, device = arg
     on_device = device == "cpu-on-device"  # the GPU path, run on CPU tensors

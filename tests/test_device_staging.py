@@ -1,4 +1,4 @@
-"""Buckets quantized on their device (host_lib.device_staging) against the host quantizer's path:
+"""Buckets quantized on their device (host_lib.pytorch.device_staging) against the host quantizer's path:
 the same sums bit for bit through the switch, repairs included, on CPU tensors and, where a GPU is,
 on CUDA tensors."""
 
@@ -16,7 +16,7 @@ N, ELEMENTS = 3, 40_000
 
 
 def both_paths(comm, arg):
-    from host_lib.device_staging import DeviceStaging
+    from host_lib.pytorch.device_staging import DeviceStaging
 
     seed, device = arg
     values = inputs(seed, comm.config.worker, 0, ELEMENTS)

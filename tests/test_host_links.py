@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from control_plane.controller import Controller
-from host_lib.runs import new_run_id
+from host_lib.engine.runs import new_run_id
 from protocol.constants import CPU_PORT
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
@@ -76,8 +76,8 @@ class VethCluster:
 
 def _worker(ns: str, spec, worker: int, run: int, link_kind: str, results) -> None:
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.links import RawEthernetLink
-    from host_lib.udp_link import UdpSocketLink
+    from host_lib.engine.links import RawEthernetLink
+    from host_lib.engine.udp_link import UdpSocketLink
 
     try:
         _InNamespace(ns).__enter__()  # this process lives in the worker's namespace

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from host_lib.metrics import SUMMED
-from host_lib.rounds import CallStats
+from host_lib.engine.rounds import COUNTS, CallStats
 from protocol import constants as P
 from topologies.local import LocalCluster, local_job
 
@@ -71,7 +70,7 @@ def test_worker_and_switch_metrics_match_what_they_count(tmp_path):
         assert sample(page, "sa_atp_calls_total", **ids) == CALLS
         assert sample(page, "sa_atp_fallbacks_total", **ids) == \
             sum(s.fallback is not None for s in stats)
-        for name in SUMMED:
+        for name in COUNTS:
             assert sample(page, f"sa_atp_{name}_total", **ids) == getattr(total, name), name
         for reason in P.Bounce:
             if reason.value:

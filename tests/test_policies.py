@@ -11,13 +11,13 @@ import itertools
 import numpy as np
 import pytest
 
-from host_lib.policies.base import IterationPlan, StepHistory
-from host_lib.policies.boa import Boa, fit_line
-from host_lib.policies.dpar import Dpar
-from host_lib.policies.k_of_n import KOfN, sign_flips
-from host_lib.policies.minmax import makespan, min_max_split
-from host_lib.policies.partial_reduce import PartialReduce
-from host_lib.policies.registry import POLICIES, make_policy
+from host_lib.scheduling.policies.base import IterationPlan, StepHistory
+from host_lib.scheduling.policies.boa import Boa, fit_line
+from host_lib.scheduling.policies.dpar import Dpar
+from host_lib.scheduling.policies.k_of_n import KOfN, sign_flips
+from host_lib.scheduling.policies.minmax import makespan, min_max_split
+from host_lib.scheduling.policies.partial_reduce import PartialReduce
+from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from tests.policy_traces import COMM, A, B, C, N, run_delayed, run_synchronous, step_time, straggler
 
 

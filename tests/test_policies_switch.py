@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from host_lib.policies.registry import POLICIES, make_policy
-from host_lib.quantize import DEFAULT_EXPONENT, qbits
+from host_lib.engine.quantize import DEFAULT_EXPONENT, qbits
+from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from protocol import constants as P
 from tests.policy_traces import B, N, run_delayed, run_synchronous, straggler
 from tests.quant_reference import reference_quantize

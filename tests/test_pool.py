@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from host_lib.rounds import RoundPlan
+from host_lib.engine.rounds import RoundPlan
 from topologies.local import LocalCluster, local_job
 
 CALLS = 3

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from control_plane.controller import Pipeline
-from host_lib.quantize import BlockQuantizer, qbits
+from host_lib.engine.quantize import BlockQuantizer, qbits
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE
 

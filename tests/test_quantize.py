@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from host_lib import quantize_torch
-from host_lib.quantize import (
+from host_lib.engine.quantize import (
     DEFAULT_EXPONENT,
     HEADROOM_BITS,
     INT32_MAX,
@@ -23,6 +22,7 @@ from host_lib.quantize import (
     predict_scales,
     qbits,
 )
+from host_lib.pytorch import quantize_torch
 from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 from tests.quant_reference import reference_exponents, reference_quantize
 

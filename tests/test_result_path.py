@@ -1,12 +1,13 @@
-"""The compiled result path (host_lib/result_path.py) against hand-built batches with known
+"""The compiled result path (host_lib/engine/result_path.py) against hand-built batches with known
 outcomes, and against the numpy path it replaced, written out plainly here, on random batches:
 results out of order, second copies, chunks outside the round, refused frames, other ops."""
 
 import numpy as np
 import pytest
 
-from host_lib.rounds import CallStats, Round
-from host_lib.transport import Transport
+from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.rounds import CallStats, Round
+from host_lib.engine.transport import Transport
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, Endpoint, Frame, Header, encode_frame
 
@@ -43,7 +44,12 @@ def frame(chunk: int, op=P.Op.RESULT, lanes=None, src=SWITCH, dst=WORKER, job=JO
 
 
 def make_transport(worker: int = 0, n_workers: int = 1) -> Transport:
-    return Transport(NoLink(), JOB, worker, SLOTS, WORKER, SWITCH, n_workers=n_workers, run=RUN)
+    return Transport(NoLink(), config(worker, n_workers))
+
+
+def config(worker: int = 0, n_workers: int = 1) -> CommunicatorConfig:
+    return CommunicatorConfig(job=JOB, worker=worker, n_workers=n_workers, slots=SLOTS,
+                              local=WORKER, switch=SWITCH, run=RUN)
 
 
 def make_round(n: int, base: int = 0) -> Round:
@@ -158,7 +164,7 @@ def test_oversized_and_short_datagrams_are_dropped_before_the_batch():
 
     rnd = make_round(3)
     link = Datagrams([frame(0), frame(1) + b"\0", frame(1)[:100], frame(2), frame(1)])
-    transport = Transport(link, JOB, 0, SLOTS, WORKER, SWITCH, run=RUN)
+    transport = Transport(link, config())
     stats = CallStats()
     assert transport._drain(rnd, stats, 2.0)
     assert stats.malformed == 2 and stats.results == 3 and rnd.completed == 3
@@ -247,9 +253,9 @@ def reference_run(transport: Transport, rnd: Round, frames: np.ndarray, js: np.n
         gap = np.flatnonzero(~rnd.done[lo:hi] & ~rnd.lost[lo:hi] & (rnd.taken_by[lo:hi] < 0)
                              & ~(rnd.pending_at[lo:hi] > now - wait)) + lo
         rnd.lost[gap] = True
-        designated = (rnd.base + gap) % transport.all_workers.bit_length() == transport.worker
+        designated = (rnd.base + gap) % transport.config.n_workers == transport.config.worker
         rnd.due(gap, np.minimum(rnd.deadline[gap], np.where(designated, now, now + wait)))
-    before = js[js >= transport.slots] - transport.slots
+    before = js[js >= SLOTS] - SLOTS
     lost = before[(before < rnd.next_to_send) & ~rnd.done[before]]
     rnd.due(lost, np.full(len(lost), now))
     rnd.backoff[lost] = 0
@@ -306,7 +312,7 @@ def test_the_compiled_path_matches_the_numpy_path_it_replaced(seed):
     expected = copy_round(rnd)
     n_workers = int(rng.integers(1, 5))
     transport = make_transport(worker=int(rng.integers(0, n_workers)), n_workers=n_workers)
-    reference = make_transport(transport.worker, n_workers)
+    reference = make_transport(transport.config.worker, n_workers)
     for t in (transport, reference):  # the same history: timers above their minimum
         t.rto.sample(0.3)
         t.ask_rto.sample(0.02)

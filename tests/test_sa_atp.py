@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from experiments import digits
-from host_lib.policies.base import StepHistory
-from host_lib.policies.detection import StragglerDetector, _nanmedian
-from host_lib.policies.sa_atp import SaAtp
-from host_lib.rounds import RoundPlan
-from host_lib.sampling import split
+from host_lib.engine.rounds import RoundPlan
+from host_lib.scheduling.policies.base import StepHistory
+from host_lib.scheduling.policies.detection import StragglerDetector, _nanmedian
+from host_lib.scheduling.policies.sa_atp import SaAtp
+from host_lib.scheduling.sampling import split
 from tests.quant_reference import AllreduceReference
 from topologies.local import LocalCluster, local_job
 

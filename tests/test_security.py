@@ -13,9 +13,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from host_lib.frame_filter import FrameFilter
-from host_lib.rounds import SwitchSilent
-from host_lib.runs import new_run_id
+from host_lib.engine.frame_filter import FrameFilter
+from host_lib.engine.rounds import SwitchSilent
+from host_lib.engine.runs import new_run_id
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
 from tests.quant_reference import AllreduceReference

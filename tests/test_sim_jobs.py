@@ -12,7 +12,7 @@ import pytest
 import simpy
 
 from experiments.stragglers import SlowdownSchedule, StepTimeProfile
-from host_lib.policies.registry import make_policy
+from host_lib.scheduling.policies.registry import make_policy
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.efficiency import Efficiency, fit
 from sim.job import HostCosts, Job, JobSpec

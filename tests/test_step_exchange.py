@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch.distributed as dist
 
-from host_lib.policies.exchange import _KEEP, StepTimeExchange
+from host_lib.scheduling.policies.exchange import _KEEP, StepTimeExchange
 
 WORLD = 3
 

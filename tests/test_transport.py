@@ -9,7 +9,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from host_lib.rounds import RoundPlan
+from host_lib.engine.rounds import RoundPlan
 from protocol import constants as P
 from tests.quant_reference import AllreduceReference
 from topologies.local import LocalCluster, local_job
@@ -160,7 +160,7 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
     """Too short, too long, an unknown protocol version and another job's result, received in
     the middle of a call: each is counted as malformed and the sum stays exact."""
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.links import UdpTunnelLink
+    from host_lib.engine.links import UdpTunnelLink
     from protocol.codec import Endpoint, Frame, Header, encode_frame
 
     spec = local_job(1, 1, slots=16)
@@ -250,7 +250,7 @@ def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
 def kernels_after_calls(comm, seed):
     """Per compiled kernel of a call: the specializations loaded when the communicator was
     built, and those that two calls (without and with weights) added."""
-    from host_lib import quantize, result_path
+    from host_lib.engine import quantize, result_path
 
     kernels = (quantize._quantize, quantize._dequantize, result_path.take_results,
                result_path.flag_losses)

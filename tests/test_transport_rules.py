@@ -6,9 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
-from host_lib.rto import RtoEstimator
-from host_lib.transport import Transport
+from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
+from host_lib.engine.rto import RtoEstimator
+from host_lib.engine.transport import Transport
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes, frames_from_bytes
 
@@ -47,8 +48,11 @@ class ScriptedLink:
         pass
 
 
-def make_transport(link, **options) -> Transport:
-    return Transport(link, 1, 0, local=WORKER, switch=SWITCH, **options)
+def make_transport(link, worker: int = 0, n_workers: int | None = None, **options
+                   ) -> Transport:
+    n_workers = n_workers or len(options.get("peers", {})) or 1
+    return Transport(link, CommunicatorConfig(job=1, worker=worker, n_workers=n_workers,
+                                              local=WORKER, switch=SWITCH, run=0, **options))
 
 
 def reply(op, chunk, lanes=0, **fields) -> bytes:
@@ -92,8 +96,7 @@ def test_scale_mismatch_fails_the_call():
 
 def test_silence_raises_after_the_bound_and_retransmits_meanwhile():
     link = ScriptedLink(lambda h: [])
-    transport = make_transport(link, slots=4, rto=RtoEstimator(initial=0.02),
-                          silence_timeout=0.3)
+    transport = make_transport(link, slots=4, initial_rto=0.02, silence_timeout=0.3)
     stats = CallStats()
     with pytest.raises(SwitchSilent, match="no packet from the switch"):
         transport.run(make_round(2), stats)
@@ -151,8 +154,7 @@ def test_the_send_window_follows_the_per_chunk_rule(seed):
     rng = np.random.default_rng(seed)
     n, slots, n_workers = int(rng.integers(1, 40)), int(rng.integers(1, 9)), int(rng.integers(1, 5))
     worker, base = int(rng.integers(0, n_workers)), int(rng.choice([0, 5, 1000]))
-    transport = make_transport(ScriptedLink(lambda h: []), slots=slots, n_workers=n_workers)
-    transport.worker = worker
+    transport = make_transport(ScriptedLink(lambda h: []), worker, n_workers, slots=slots)
     transport.rto.sample(0.04)
     rnd = make_round(n, base)
     rnd.next_to_send = int(rng.integers(0, n))
@@ -196,8 +198,8 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     helpers = tuple(int(w) for w in rng.permutation(4)[:int(rng.integers(1, 5))])
     stragglers = frozenset(int(w) for w in range(4) if w not in helpers and rng.random() < 0.7)
     base = int(rng.choice([0, 7, 1001]))
-    transport = make_transport(ScriptedLink(lambda h: []), slots=slots, n_workers=4)
-    transport.worker = helpers[int(rng.integers(0, len(helpers)))]
+    transport = make_transport(ScriptedLink(lambda h: []), helpers[int(rng.integers(0, len(helpers)))],
+                               4, slots=slots)
     transport.rto.sample(0.01)
     plan = RoundPlan(helpers=helpers, stragglers=stragglers,
                      takeover_after=float(rng.choice([0.0, 0.05])))
@@ -215,7 +217,7 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     straggler_bits = sum(1 << s for s in stragglers)
     expected, expected_look = [], np.inf
     for j in range(max(0, rnd.next_to_send - slots), rnd.next_to_send):
-        turn = (helpers.index(transport.worker) - (base + j)) % len(helpers)
+        turn = (helpers.index(transport.config.worker) - (base + j)) % len(helpers)
         if rnd.done[j] or rnd.taken_by[j] >= 0 or turn > 1:
             continue
         asked = rnd.asked_takeover[j]
@@ -230,7 +232,7 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
         expected_look = min(expected_look, now + transport.rto.rto)
 
     stats = CallStats()
-    look = transport._take_over(rnd, stats, now)
+    look = transport.takeover.take_over(rnd, stats, now)
     asked = [Header.unpack(f, 42) for f in transport.link.sent]
     assert all(h.op == P.Op.TAKEOVER for h in asked)
     assert [h.chunk for h in asked] == expected
@@ -238,7 +240,7 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     assert look == pytest.approx(expected_look)
     for chunk in expected:
         assert rnd.asked_takeover[chunk - base] == now
-    assert transport._take_over(rnd, stats, now) == pytest.approx(expected_look)
+    assert transport.takeover.take_over(rnd, stats, now) == pytest.approx(expected_look)
     assert len(transport.link.sent) == len(expected)
 
 

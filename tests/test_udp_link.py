@@ -11,7 +11,7 @@ import socket
 import numpy as np
 import pytest
 
-from host_lib.udp_link import L2L4_LEN, UdpSocketLink
+from host_lib.engine.udp_link import L2L4_LEN, UdpSocketLink
 from pktio.udp import UdpBatch
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, FrameBatch, Header, encode_frame
@@ -95,7 +95,7 @@ def test_received_datagrams_become_the_frames_their_senders_would_encode(net, mo
 def test_tunnel_links_hand_out_one_frame_at_a_time_too(mode):
     """UdpTunnelLink.recv_into, for callers that take one frame at a time: a train comes out
     frame by frame, a longer datagram cut to the buffer."""
-    from host_lib.links import UdpTunnelLink
+    from host_lib.engine.links import UdpTunnelLink
 
     switch = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     switch.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from control_plane.controller import Controller
-from host_lib.links import UdpTunnelLink
+from host_lib.engine.links import UdpTunnelLink
 from protocol import constants as P
 from protocol.codec import decode_frame
 from softswitch.pcap import read_pcap

@@ -1,4 +1,4 @@
-"""Work stealing (host_lib/work_stealing.py): every micro-batch of every share is computed
+"""Work stealing (host_lib/scheduling/work_stealing.py): every micro-batch of every share is computed
 exactly once, by its owner from the head or by a thief from the tail, under contention and in
 every straggler scenario; and a training run with it gives the single-process reference's model."""
 
@@ -17,8 +17,8 @@ import torch.distributed as dist
 from experiments import digits
 from experiments.launch import run_training
 from experiments.stragglers import SlowdownSchedule
-from host_lib.sampling import GlobalBatchSampler, split
-from host_lib.work_stealing import WorkStealing, micro_batches
+from host_lib.scheduling.sampling import GlobalBatchSampler, split
+from host_lib.scheduling.work_stealing import WorkStealing, micro_batches
 
 
 def test_micro_batches_cut_a_share_in_order():
@@ -199,7 +199,7 @@ def reference_training_without_one_sample(batch: int, iterations: int, lr: float
 @pytest.mark.parametrize("slowness", [[1, 1, 1, 1], [1, 1, 1, 3], [1, 1, 1.6, 2.5],
                                       [1, 4, 1, 1]])
 def test_the_simulated_schedule_claims_every_micro_batch_once_and_balances(slowness):
-    """sim.stealing (the replay of host_lib.work_stealing): every (owner, index) once, and the
+    """sim.stealing (the replay of host_lib.scheduling.work_stealing): every (owner, index) once, and the
     compute ends within two micro-batches of the fluid bound (each worker pays the fixed cost
     once, then the remaining samples spread over the workers' per-sample rates)."""
     from sim.stealing import stealing_schedule

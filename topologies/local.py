@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control_plane.controller import Controller
-from host_lib.runs import new_run_id
+from host_lib.engine.runs import new_run_id
 from protocol.jobspec import JobSpec, WorkerSpec
 from topologies.switch_process import EMBEDDED, SwitchProcess, free_tcp_port, udp_ports
 
@@ -191,14 +191,14 @@ def _worker_main(fn, ctx: WorkerContext, arg, results) -> None:
 
 def _communicator(ctx: WorkerContext):
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.links import ImpairedLink, UdpTunnelLink
+    from host_lib.engine.links import ImpairedLink, UdpTunnelLink
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     fallback = None
     if ctx.dist_port is not None:
         import torch.distributed as dist
 
-        from host_lib.fallback import FallbackGroup
+        from host_lib.pytorch.fallback import FallbackGroup
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{ctx.dist_port}",
                                 rank=ctx.worker, world_size=len(ctx.spec.workers))
         fallback = FallbackGroup(dist.group.WORLD)

@@ -31,7 +31,7 @@ import numpy as np
 from mininet.net import Mininet
 
 from control_plane.controller import Controller
-from host_lib.runs import new_run_id
+from host_lib.engine.runs import new_run_id
 from protocol.jobspec import JobSpec
 from topologies.local import WorkerFailed
 from topologies.mininet_nodes import Ipv4OnlyHost, P4RuntimeSwitch

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-from host_lib.links import RawEthernetLink
+from host_lib.engine.links import RawEthernetLink
 from protocol.jobspec import load_spec
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", required=True, help=".npz with the inputs call0, call1, ...")
     p.add_argument("--results", required=True, help=".npz to write the results to")
     p.add_argument("--run", type=int, required=True,
-                   help="the run's identity, the same for every worker (host_lib/runs.py)")
+                   help="the run's identity, the same for every worker (host_lib/engine/runs.py)")
     p.add_argument("--silence-timeout", type=float, default=20.0,
                    help="fail a call when the switch says nothing for this long (s)")
     args = p.parse_args(argv)

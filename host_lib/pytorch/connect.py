@@ -6,7 +6,7 @@ network interface (raw Ethernet, as on Mininet hosts).
     state = hook_state("job.toml", udp_ports="ports.json")
     ddp_model.register_comm_hook(state, sa_atp_hook)
 
-:func:`aggregator` is the common part (also used by the ``sa_atp`` torch.distributed backend):
+:func:`communicator` is the common part (also used by the ``sa_atp`` torch.distributed backend):
 the rank's worker of the job, its link, and a communicator with the given fallback group. It
 holds the job's ``torch.distributed`` store while it builds, so values every worker must agree on
 before the first packet (the job spec itself, today) are settled there.
@@ -23,10 +23,10 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import _get_default_store
 
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-from host_lib.ddp_hook import SaAtpHookState
-from host_lib.fallback import FallbackGroup
-from host_lib.links import RawEthernetLink, UdpTunnelLink
-from host_lib.runs import agree_run_id
+from host_lib.engine.links import RawEthernetLink, UdpTunnelLink
+from host_lib.engine.runs import agree_run_id
+from host_lib.pytorch.ddp_hook import SaAtpHookState
+from host_lib.pytorch.fallback import FallbackGroup
 from protocol.jobspec import JobSpec, load_spec
 
 SPEC_KEY = "sa_atp/job{}/spec"
@@ -42,12 +42,12 @@ def hook_state(job_spec: str | Path | JobSpec, *, udp_ports: str | Path | dict |
     fields (silence_timeout, metrics_listen, ...)."""
     world = dist.get_world_size()
     group = FallbackGroup.create() if fallback else None
-    comm = aggregator(job_spec, dist.get_rank(), world, _get_default_store(), group,
+    comm = communicator(job_spec, dist.get_rank(), world, _get_default_store(), group,
                       udp_ports=udp_ports, interface=interface, **config)
     return SaAtpHookState(comm, weights=[1.0] * world if mean else None)
 
 
-def aggregator(job_spec: str | Path | JobSpec, rank: int, world: int, store: dist.Store,
+def communicator(job_spec: str | Path | JobSpec, rank: int, world: int, store: dist.Store,
                fallback: FallbackGroup | None, *, udp_ports: str | Path | dict | None = None,
                interface: str | None = None, **config) -> SwitchCommunicator:
     """The communicator of worker ``rank`` of the job, after every rank checked through

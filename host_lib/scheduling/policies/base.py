@@ -2,7 +2,7 @@
 
 Each iteration every worker asks its policy for the :class:`IterationPlan` of that iteration, from
 the same :class:`StepHistory` (every worker's compute time and sample count of every earlier
-iteration, shared through the torch.distributed store by :mod:`host_lib.policies.exchange`).
+iteration, shared through the torch.distributed store by :mod:`host_lib.scheduling.policies.exchange`).
 Policies are deterministic functions of that history, so every worker computes the same plan
 without any further coordination.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from host_lib.rounds import RoundPlan
+from host_lib.engine.rounds import RoundPlan
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Policy(ABC):
     ``delays_gradients`` (a worker starts a gradient when its share is non-zero and delivers it
     when it contributes, possibly iterations later, scaled by ``IterationPlan.discount``);
     ``steals_work`` (shares are computed in micro-batches, and a worker that has finished its
-    own takes micro-batches from the tail of a lagging worker's, :mod:`host_lib.work_stealing`).
+    own takes micro-batches from the tail of a lagging worker's, :mod:`host_lib.scheduling.work_stealing`).
     """
 
     name: str = "policy"

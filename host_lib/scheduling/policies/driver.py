@@ -1,6 +1,6 @@
 """Runs a straggler policy inside one rank's training loop.
 
-A policy only plans (:mod:`host_lib.policies.base`); this module applies its plans, iteration
+A policy only plans (:mod:`host_lib.scheduling.policies.base`); this module applies its plans, iteration
 by iteration, the same way on every rank, so a training script needs no policy logic of its own:
 
     driver = PolicyDriver(make_policy("sa-atp", world, B), rank, world, store, sampler,
@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from host_lib.policies.base import IterationPlan, Policy
-from host_lib.policies.exchange import StepTimeExchange
-from host_lib.rounds import RoundPlan
-from host_lib.sampling import GlobalBatchSampler, split
-from host_lib.work_stealing import MicroBatch, WorkStealing
+from host_lib.engine.rounds import RoundPlan
+from host_lib.scheduling.policies.base import IterationPlan, Policy
+from host_lib.scheduling.policies.exchange import StepTimeExchange
+from host_lib.scheduling.sampling import GlobalBatchSampler, split
+from host_lib.scheduling.work_stealing import MicroBatch, WorkStealing
 
 
 @dataclass
@@ -53,7 +53,7 @@ class PendingGradient:
 class PolicyDriver:
     """One rank's side of a straggler policy: plans, shares, step times and aggregation.
 
-    ``hook_state`` is the :class:`~host_lib.ddp_hook.SaAtpHookState` of a switch-aggregated job
+    ``hook_state`` is the :class:`~host_lib.pytorch.ddp_hook.SaAtpHookState` of a switch-aggregated job
     (each iteration's round plan and weights are set on it), or None when gradients go through
     gloo. ``store`` is the torch.distributed store through which ranks share step times and,
     for policies that steal work, claim micro-batches (``micro_batches`` per share).

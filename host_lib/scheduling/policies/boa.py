@@ -11,7 +11,7 @@ are summed and divided by B, so the update is the one of the global batch.
 told apart; it then borrows the intercept-to-slope ratio c/a of the workers whose b did vary (a
 pooled, hardware-agnostic shape, scaled to its own measured times), or c = 0 before anyone's b
 has varied, which makes the first split proportional to speed; that split varies every b, and
-the fit is exact from then on. The program is solved exactly (:mod:`host_lib.policies.minmax`).
+the fit is exact from then on. The program is solved exactly (:mod:`host_lib.scheduling.policies.minmax`).
 The split changes when a worker's measured time *drifts* from its model's prediction by more
 than ``drift`` (its old pairs are then dropped: it became another machine), or when the current
 models predict a makespan shorter by more than ``min_gain``; jitter alone never reshuffles the
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from host_lib.policies.base import IterationPlan, Policy, StepHistory, even_shares
-from host_lib.policies.minmax import makespan, min_max_split
+from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory, even_shares
+from host_lib.scheduling.policies.minmax import makespan, min_max_split
 
 
 def fit_line(b: np.ndarray, t: np.ndarray) -> tuple[float, float] | None:

@@ -12,9 +12,9 @@ The hook hands each bucket to the communicator's I/O thread and returns at once 
 ``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
 loops that normalise the loss themselves). CUDA float32 buckets are quantized on their GPU and
 only their int32 lanes cross to pinned host memory, on a side stream, overlapping the network
-transfer of the bucket before (:mod:`host_lib.device_staging`); other CUDA buckets are staged
+transfer of the bucket before (:mod:`host_lib.pytorch.device_staging`); other CUDA buckets are staged
 as float32 through pinned memory. A failed switch path falls back to gloo inside the
-communicator (see :mod:`host_lib.fallback`), so the future always carries the right values or an
+communicator (see :mod:`host_lib.pytorch.fallback`), so the future always carries the right values or an
 exception.
 """
 
@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 
 from host_lib.communicator import SwitchCommunicator
-from host_lib.device_staging import DeviceStaging
-from host_lib.rounds import CallStats, RoundPlan
+from host_lib.engine.rounds import CallStats, RoundPlan
+from host_lib.pytorch.device_staging import DeviceStaging
 
 
 @dataclass

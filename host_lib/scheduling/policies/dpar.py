@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_lib.policies.base import IterationPlan, Policy, StepHistory, even_shares
-from host_lib.policies.detection import StragglerDetector
+from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory, even_shares
+from host_lib.scheduling.policies.detection import StragglerDetector
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7).
 
-:class:`Transport` pushes a :class:`~host_lib.rounds.Round` (consecutive chunk ids whose DATA
+:class:`Transport` pushes a :class:`~host_lib.engine.rounds.Round` (consecutive chunk ids whose DATA
 frames are prebuilt in one numpy array) through the switch over a link: at most W chunks in
 flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
@@ -9,10 +9,10 @@ drains what has arrived (a batch of frames at a time, results applied by compile
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
 nothing to do.
 
-With a :class:`~host_lib.rounds.RoundPlan` that names helpers, the transport also plays the
-helper role of slot takeover (:class:`~host_lib.takeover.HelperRole`, kept in takeover.py).
-Helper duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers
-between calls.
+With a :class:`~host_lib.engine.rounds.RoundPlan` that names helpers, the transport's
+:class:`~host_lib.engine.takeover.Takeover` also plays the helper role of slot takeover. Helper
+duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers between
+calls.
 """
 
 from __future__ import annotations
@@ -20,24 +20,21 @@ from __future__ import annotations
 import logging
 import select
 import time
-from collections import deque
 
 import numpy as np
 
-from host_lib.frame_filter import FrameFilter
-from host_lib.links import as_frame_link
-from host_lib.result_path import flag_losses, take_results
-from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
-from host_lib.rto import RtoEstimator
-from host_lib.takeover import HelperDuty, HelperRole
+from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.frame_filter import FrameFilter
+from host_lib.engine.links import as_frame_link
+from host_lib.engine.result_path import flag_losses, take_results
+from host_lib.engine.rounds import CallStats, ProtocolError, Round, SwitchSilent
+from host_lib.engine.rto import RtoEstimator
+from host_lib.engine.sender import Sender
+from host_lib.engine.takeover import Takeover
 from protocol import constants as P
 from protocol.codec import (
     FRAME_DTYPE,
     HEADER_STRUCT,
-    Endpoint,
-    Frame,
-    Header,
-    encode_frame,
     field_offset,
     frame_lanes,
 )
@@ -52,30 +49,19 @@ _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
 _RX_BATCH = 256  # frames received before they are handled together
 
 
-class Transport(HelperRole):
+class Transport:
     """One worker's stream of rounds for one job, over one link."""
 
-    def __init__(self, link, job: int, worker: int, slots: int, local: Endpoint,
-                 switch: Endpoint, peers: dict[int, Endpoint] | None = None,
-                 rto: RtoEstimator | None = None, silence_timeout: float = 5.0,
-                 n_workers: int | None = None, run: int = 0, stall_timeout: float = 60.0,
-                 own_slots: int | None = None):
+    def __init__(self, link, config: CommunicatorConfig):
         self.link = link
         self._batches = as_frame_link(link)  # the link's batch calls
-        self.job = job
-        self.run_id = run
-        self.filter = FrameFilter(switch, local, job, run)
-        self.stall_timeout = stall_timeout
-        self.worker = worker
-        self.slots = slots
-        self.own_slots = slots if own_slots is None else own_slots  # the rest are borrowed
-        self.local = local
-        self.switch = switch
-        self.peers = peers or {}
-        self.all_workers = (1 << (n_workers or len(self.peers) or 1)) - 1
-        self.rto = rto or RtoEstimator()  # first send to result: includes waits for peers
+        self.config = config
+        self.filter = FrameFilter(config.switch, config.local, config.job, config.run)
+        # First send to result, waits for peers included:
+        self.rto = RtoEstimator(initial=config.initial_rto)
         self.ask_rto = RtoEstimator()  # a question to the switch and its answer
-        self.silence_timeout = silence_timeout
+        self.sender = Sender(link, config)
+        self.takeover = Takeover(config, self.rto, self.sender)
         # Received frames land in rows of one array, a batch at a time; one spare byte per row
         # tells an oversized datagram (truncated to the row) from a frame.
         self._rx = np.zeros((_RX_BATCH, P.FRAME_LEN + 1), np.uint8)
@@ -86,10 +72,6 @@ class Transport(HelperRole):
         self._one = np.zeros((1, P.FRAME_LEN + 1), np.uint8)  # a result handled on its own
         self._early: dict[int, bytes] = {}
         self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
-        self._helpers: dict[int, int] = {}  # chunk -> helper the switch last named
-        self.duties: dict[int, HelperDuty] = {}
-        self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
-        self._plan = RoundPlan()  # the plan of the latest round, for duties between calls
         self._between_calls = CallStats()  # what serving peers between calls cost
 
     # -- the round loop ---------------------------------------------------------------------
@@ -99,8 +81,7 @@ class Transport(HelperRole):
         stats.chunks += rnd.n
         stats.add(self._between_calls)  # what arrived since the last call is this call's news
         self._between_calls = CallStats()
-        self._plan = rnd.plan
-        self._recent.append(rnd)
+        self.takeover.start(rnd)
         now = time.monotonic()
         for chunk in [c for c in self._early if rnd.index(c) is not None]:
             self._handle(rnd, stats, memoryview(self._early.pop(chunk)), now)
@@ -111,6 +92,7 @@ class Transport(HelperRole):
             rnd.sent_at[:] = now
             rnd.due(slice(None), now + max(4 * self.rto.rto, _WAIT_PROBE))
             rnd.next_to_send = rnd.n
+        c = self.config
         poller = select.poll()
         poller.register(self.link.fileno(), select.POLLIN)
         last_heard = last_progress = now
@@ -124,21 +106,21 @@ class Transport(HelperRole):
             if rnd.completed != completed:
                 completed, last_progress = rnd.completed, now
             self._send_window(rnd, stats, now)
-            next_deadline = min(self._retransmit(rnd, stats, now), self._take_over(rnd, stats, now))
-            if now - last_heard > self.silence_timeout:
-                raise SwitchSilent(f"job {self.job} worker {self.worker}: no packet from the "
+            next_deadline = min(self._retransmit(rnd, stats, now), self.takeover.take_over(rnd, stats, now))
+            if now - last_heard > c.silence_timeout:
+                raise SwitchSilent(f"job {self.config.job} worker {self.config.worker}: no packet from the "
                                    f"switch for {now - last_heard:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
-            if now - last_progress > self.stall_timeout:
+            if now - last_progress > c.stall_timeout:
                 # Frames keep coming but no chunk completes (a peer gone for good, a livelock):
                 # the call ends here whatever traffic keeps flowing.
-                raise SwitchSilent(f"job {self.job} worker {self.worker}: no chunk completed "
+                raise SwitchSilent(f"job {self.config.job} worker {self.config.worker}: no chunk completed "
                                    f"for {now - last_progress:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
-            wait = min(next_deadline, last_heard + self.silence_timeout,
-                       last_progress + self.stall_timeout) - time.monotonic()
+            wait = min(next_deadline, last_heard + c.silence_timeout,
+                       last_progress + c.stall_timeout) - time.monotonic()
             poller.poll(max(0.0, min(wait, 0.5)) * 1000)
-        self._expire_duties(time.monotonic())
+        self.takeover.expire(time.monotonic())
 
     def serve_idle(self, timeout: float, wake=None) -> bool:
         """Between calls: answer helper traffic and keep notices, for up to ``timeout`` s or
@@ -165,9 +147,10 @@ class Transport(HelperRole):
         while rnd.next_to_send < rnd.n:
             # At most W chunks at a time: beyond them, j - W is a chunk of this very pass. The
             # round's first W chunks wait for none; from ``gated`` on, each waits for j - W.
-            lo, hi = rnd.next_to_send, min(rnd.n, rnd.next_to_send + self.slots)
-            gated = min(hi, max(lo, self.slots))
-            before = slice(gated - self.slots, hi - self.slots) if gated < hi else slice(0, 0)
+            window = self.config.window
+            lo, hi = rnd.next_to_send, min(rnd.n, rnd.next_to_send + window)
+            gated = min(hi, max(lo, window))
+            before = slice(gated - window, hi - window) if gated < hi else slice(0, 0)
             resolved = rnd.done[before] | (rnd.taken_by[before] >= 0)
             stop = hi - lo if resolved.all() else gated - lo + int(np.argmin(resolved))
             if not stop:
@@ -178,7 +161,7 @@ class Transport(HelperRole):
                 self._batches.send_batch(rnd.frames[js])
             else:
                 for j in (np.flatnonzero((rnd.taken_by[js] >= 0) & ~rnd.done[js]) + lo).tolist():
-                    self._to_helper(rnd, stats, j, int(rnd.taken_by[j]))
+                    self.takeover.to_helper(rnd, stats, j, int(rnd.taken_by[j]))
                 if direct.any():
                     self._batches.send_batch(rnd.frames[js][direct])
             stats.packets_sent += int(direct.sum())
@@ -188,8 +171,8 @@ class Transport(HelperRole):
             # is c modulo n (n workers): this one is designated for every n-th chunk, from
             # ``first`` on.
             rnd.due(js, now + 2 * self.rto.rto)
-            workers = self.all_workers.bit_length()
-            first = lo + (self.worker - rnd.base - lo) % workers
+            workers = self.config.n_workers
+            first = lo + (self.config.worker - rnd.base - lo) % workers
             if first < lo + stop:
                 rnd.due(slice(first, lo + stop, workers), now + self.rto.rto)
             rnd.next_to_send += stop
@@ -222,19 +205,19 @@ class Transport(HelperRole):
                 # never received, and a result it has to send again. A probe to the switch
                 # keeps us sure it is alive, and tells us if it now names another helper or
                 # holds the result.
-                self._to_helper(rnd, stats, j, helper)
+                self.takeover.to_helper(rnd, stats, j, helper)
                 probe = bytearray(rnd.frame(j))
                 probe[_FLAGS] |= P.Flag.PROBE
-                self.link.send(probe)
+                self.sender.send(probe)
                 stats.packets_sent += 1
             elif rnd.attempt[j]:
-                self._to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
+                self.takeover.to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
                 rnd.attempt[j] += 1
             else:
                 # Ask the switch again: it answers at once, with the result, a PENDING or
                 # where the chunk went, so the next question is due one switch round trip on.
                 rnd.frames["flags"][j] |= P.Flag.RETX
-                self.link.send(rnd.frame(j))
+                self.sender.send(rnd.frame(j))
                 stats.packets_sent += 1
                 stats.retransmissions += 1
                 timer = self.ask_rto
@@ -247,14 +230,8 @@ class Transport(HelperRole):
     def _peer(self, rnd: Round, j: int) -> int:
         """Without helpers, a result the switch no longer holds is asked of every other worker
         in turn: each keeps its recent results."""
-        others = [w for w in sorted(self.peers) if w != self.worker] or [self.worker]
+        others = [w for w in sorted(self.config.peers) if w != self.config.worker] or [self.config.worker]
         return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
-
-    def _send_control(self, op: int, chunk: int, lanes=None, **fields) -> None:
-        header = Header(op=op, job=self.job, slot=chunk % self.slots, worker=self.worker,
-                        chunk=chunk, flags=(chunk // self.slots) % 2, run=self.run_id, **fields)
-        lanes = np.zeros(P.LANES, np.int32) if lanes is None else lanes
-        self.link.send(encode_frame(Frame(self.local, self.switch, header, lanes)))
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -283,7 +260,7 @@ class Transport(HelperRole):
                       now: float) -> bool:
         """Handle received frames in arrival order. The common case, the first result of a
         chunk of this round, is applied to whole runs of frames by compiled code
-        (:mod:`host_lib.result_path`); every other frame goes through :meth:`_handle` one at a
+        (:mod:`host_lib.engine.result_path`); every other frame goes through :meth:`_handle` one at a
         time."""
         if rnd is None:
             accepted = self.filter.accept(self._rx_frames[:received],
@@ -306,9 +283,9 @@ class Transport(HelperRole):
     def _apply_results(self, rnd: Round, stats: CallStats, rows: np.ndarray, start: int,
                        end: int, now: float) -> int:
         """Store the run of first results of distinct chunks of ``rnd`` that starts at
-        ``rows[start]`` (see :func:`~host_lib.result_path.take_results`), sample the round
+        ``rows[start]`` (see :func:`~host_lib.engine.result_path.take_results`), sample the round
         trip, and ask at once for results that news of later chunks shows were lost
-        (:func:`~host_lib.result_path.flag_losses`); returns the row the run ended before."""
+        (:func:`~host_lib.engine.result_path.flag_losses`); returns the row the run ended before."""
         stop, clean, clean_sent, n_copies, newest_plain = take_results(
             rows, start, end, self.filter.template, self.filter.mask, rnd.base, rnd.done,
             rnd.sums, rnd.exps, rnd.bitmaps, rnd.counts, rnd.sent_at, rnd.retries,
@@ -333,10 +310,10 @@ class Transport(HelperRole):
 
     def _flag_losses(self, rnd: Round, run_length: int, newest_plain: int, now: float) -> None:
         """Chunks the run of results just stored shows lost (see
-        :func:`~host_lib.result_path.flag_losses`)."""
+        :func:`~host_lib.engine.result_path.flag_losses`)."""
         earliest = flag_losses(
             self._run_js[:run_length], newest_plain, rnd.first_pending, rnd.next_to_send,
-            self.slots, rnd.base, self.all_workers.bit_length(), self.worker, now,
+            self.config.window, rnd.base, self.config.n_workers, self.config.worker, now,
             2 * self.ask_rto.rto, rnd.done, rnd.lost, rnd.taken_by, rnd.pending_at,
             rnd.deadline, rnd.backoff)
         rnd.next_due = min(rnd.next_due, earliest)
@@ -357,19 +334,16 @@ class Transport(HelperRole):
         op = ver_op & 0xF
         if op == P.Op.HELPER_DATA:
             contributor = fanin if flags & P.Flag.COPY else worker
-            self._helper_data(stats, chunk, contributor, flags, frame, exp, scale)
+            self.takeover.helper_data(stats, chunk, contributor, flags, frame, exp, scale)
             return True
         if op == P.Op.PARTIAL or (op == P.Op.BOUNCE and reason == P.Bounce.TAKEN):
-            self._helpers[chunk] = worker  # the switch names the chunk's helper
-            if len(self._helpers) > _EARLY_LIMIT:
-                self._helpers.pop(next(iter(self._helpers)))
-        if op == P.Op.PARTIAL and worker == self.worker:
-            duty = self._duty(chunk, rnd.plan if rnd is not None else self._plan)
-            duty.add_partial(frame_lanes(frame), bitmap, exp, scale)
-            self._maybe_complete(duty, stats)
+            self.takeover.name(chunk, worker)  # the switch names the chunk's helper
+        if op == P.Op.PARTIAL and worker == self.config.worker:
+            self.takeover.partial(stats, chunk, frame, bitmap, exp, scale,
+                                  rnd.plan if rnd is not None else self.takeover.plan)
         j = rnd.index(chunk) if rnd is not None else None
         if rnd is not None and op in (P.Op.RESULT, P.Op.PARTIAL):
-            self._result_due(rnd, chunk - self.slots, now)
+            self._result_due(rnd, chunk - self.config.window, now)
         if j is None:
             if rnd is None or rnd.is_future(chunk):
                 if op == P.Op.RESULT and len(self._early) < _EARLY_LIMIT:
@@ -380,7 +354,7 @@ class Transport(HelperRole):
         if op == P.Op.RESULT:
             self._result(rnd, stats, j, frame, bitmap, exp, now)
         elif op == P.Op.PARTIAL:
-            self._taken(rnd, stats, j, worker, bitmap >> self.worker & 1)
+            self._taken(rnd, stats, j, worker, bitmap >> self.config.worker & 1)
         elif op == P.Op.BOUNCE:
             self._bounce(rnd, stats, j, reason, worker, bitmap, now)
         else:
@@ -396,10 +370,10 @@ class Transport(HelperRole):
         if reason == P.Bounce.PENDING:
             # The chunk waits on peers; every worker hears the answer to one worker's question.
             # (No round-trip sample from this chunk: its result will have waited on a peer.)
-            rnd.missing[j] = self.all_workers & ~bitmap
-            rnd.included[j] = bool(bitmap >> self.worker & 1)
+            rnd.missing[j] = self.config.all_workers & ~bitmap
+            rnd.included[j] = bool(bitmap >> self.config.worker & 1)
             rnd.pending_at[j] = now
-            if worker == self.worker and rnd.retries[j] == 1:
+            if worker == self.config.worker and rnd.retries[j] == 1:
                 self.ask_rto.sample(now - float(rnd.sent_at[j]))  # the answer to our question
             if j >= rnd.next_to_send or rnd.taken_by[j] >= 0:
                 return
@@ -431,14 +405,14 @@ class Transport(HelperRole):
             # gets our contribution: each keeps its recent results and forwards to a helper it
             # heard of, and one of them is the helper.
             chunk = rnd.base + j
-            helper = self._helpers.get(chunk, int(rnd.taken_by[j]))
+            helper = self.takeover.named(chunk, int(rnd.taken_by[j]))
             if helper < 0:
                 helper = rnd.plan.helper(chunk)
-            if helper == self.worker:
-                self._to_helper(rnd, stats, j, helper)  # ours may be all our duty misses
-            if helper is None or helper == self.worker or rnd.attempt[j]:
+            if helper == self.config.worker:
+                self.takeover.to_helper(rnd, stats, j, helper)  # ours may be all our duty misses
+            if helper is None or helper == self.config.worker or rnd.attempt[j]:
                 rnd.attempt[j] += 1
-                self._to_helper(rnd, stats, j, self._peer(rnd, j))
+                self.takeover.to_helper(rnd, stats, j, self._peer(rnd, j))
             else:
                 rnd.attempt[j] = 1
                 self._taken(rnd, stats, j, helper, False)
@@ -446,8 +420,8 @@ class Transport(HelperRole):
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")
         elif reason == P.Bounce.OLD_RUN:
-            raise ProtocolError(f"job {self.job}: the switch holds a newer run of this job than "
-                                f"ours ({self.run_id:#x}); this run is over")
+            raise ProtocolError(f"job {self.config.job}: the switch holds a newer run of this job than "
+                                f"ours ({self.config.run:#x}); this run is over")
 
     def _result_due(self, rnd: Round, chunk: int, now: float) -> None:
         """News of chunk c + W means chunk c was resolved for every worker (each sends c + W
@@ -468,7 +442,7 @@ class Transport(HelperRole):
         if included:
             rnd.included[j] = True
         elif j < rnd.next_to_send:
-            self._to_helper(rnd, stats, j, helper)
+            self.takeover.to_helper(rnd, stats, j, helper)
         rnd.backoff[j] = 0
         rnd.due(j, now + min(self.rto.maximum, max(4 * self.rto.rto, _WAIT_PROBE)))
 

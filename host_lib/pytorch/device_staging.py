@@ -1,6 +1,6 @@
 """Gradient buckets quantized where they live, and copied to the host as int32 lanes.
 
-A CUDA bucket is quantized on its GPU (:mod:`host_lib.quantize_torch`, bit-identical to the host
+A CUDA bucket is quantized on its GPU (:mod:`host_lib.pytorch.quantize_torch`, bit-identical to the host
 quantizer), and its lanes and block exponents are copied into pinned host memory on a side stream;
 the communicator's I/O thread waits for that copy only when it reaches the bucket. Nothing here
 waits for the GPU, so DDP's hook returns at once, even while the backward pass's kernels are still
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from host_lib import quantize_torch
-from host_lib.quantize import num_blocks, qbits
+from host_lib.engine.quantize import num_blocks, qbits
+from host_lib.pytorch import quantize_torch
 from protocol.constants import LANES
 
 

@@ -6,7 +6,7 @@ worker's share is small, and so are its micro-batches). The owner computes its o
 head; a worker that has finished its share takes micro-batches from the tail of the share that
 has the most left, until every share is nearly done (one micro-batch left). A worker slowed
 down in this very iteration is thus helped before the iteration ends, which the history-based
-re-split (:mod:`host_lib.policies.sa_atp`) cannot do: it only learns from iterations that are
+re-split (:mod:`host_lib.scheduling.policies.sa_atp`) cannot do: it only learns from iterations that are
 over.
 
 Claims go through one counter per share in the torch.distributed store. The owner adds 1 (a
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_lib.sampling import split
+from host_lib.scheduling.sampling import split
 
 _PREFIX = "sa-atp/steal"
 _TAIL = 1 << 20  # tail claims count in the counter's high bits; a share has fewer micro-batches

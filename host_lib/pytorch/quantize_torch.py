@@ -1,4 +1,4 @@
-"""The quantizer of :mod:`host_lib.quantize` in torch operations, for tensors that live on a GPU.
+"""The quantizer of :mod:`host_lib.engine.quantize` in torch operations, for tensors that live on a GPU.
 
 It follows the same arithmetic step for step (integer max of the float bit patterns, exact
 power-of-two scaling, round half to even), so a CUDA worker produces bit-identical lanes to a CPU
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from host_lib.quantize import num_blocks
+from host_lib.engine.quantize import num_blocks
 from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 _INF_BITS = 0x7F800000

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from host_lib.policies.base import IterationPlan, Policy, StepHistory, even_shares
+from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory, even_shares
 
 
 def sign_flips(previous: np.ndarray, current: np.ndarray) -> float:

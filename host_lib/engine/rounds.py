@@ -3,13 +3,13 @@
 A :class:`Round` is a run of consecutive chunk ids whose DATA frames are prebuilt in one numpy
 array, with per-chunk timers and results beside them; a :class:`RoundPlan` says how this worker
 takes part in it (decided per iteration by the straggler policy); :class:`CallStats` is what the
-call cost. The transport (``host_lib/transport.py``) pushes rounds through the switch.
+call cost. The transport (``host_lib/engine/transport.py``) pushes rounds through the switch.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -75,15 +75,14 @@ class CallStats:
     elapsed_s: float = 0.0
     fallback: str | None = None
 
-    _SUMMED = ("elements", "chunks", "packets_sent", "retransmissions", "timeouts", "results",
-               "duplicate_results", "repairs", "malformed", "takeovers", "taken", "helper_data",
-               "helper_results", "elapsed_s")
-
     def add(self, other: CallStats) -> None:
-        for name in self._SUMMED:
+        for name in COUNTS + ("elapsed_s",):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.bounces.update(other.bounces)
         self.rejected.update(other.rejected)
+
+
+COUNTS = tuple(f.name for f in fields(CallStats) if f.type == "int")  # what calls add up
 
 
 class Round:

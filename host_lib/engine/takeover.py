@@ -10,26 +10,32 @@ the contributions that came directly apart until it can tell which contributions
 already holds, so no contribution is ever counted twice, whichever arrives first and however
 often. Two helpers of the same chunk (one replaced after a timeout) compute the same exact sum.
 
-:class:`HelperRole` is everything a worker does for takeover: as a helper it asks the switch for
+:class:`Takeover` is everything a worker does for takeover: as a helper it asks the switch for
 slots, collects contributions and sends results; as a worker whose chunk was taken it sends its
-contribution to the helper. It is a mixin of :class:`~host_lib.transport.Transport`, whose link,
-addressing, rounds and retransmission timer it uses, so the helper's side lives here in one
-place while the round loop stays in transport.py.
+contribution to the helper. The transport owns one and calls it from its round loop. Its
+interface, both ways, is small: it reads the rounds and the plan the transport hands it, the
+worker's configuration and the round-trip timer, and it sends only through the
+:class:`~host_lib.engine.sender.Sender` it shares with the transport.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from collections import deque
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from host_lib.rounds import CallStats, ProtocolError, Round, RoundPlan
+from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan
+from host_lib.engine.rto import RtoEstimator
+from host_lib.engine.sender import Sender
 from protocol import constants as P
-from protocol.codec import Frame, Header, encode_frame, field_offset, frame_lanes
+from protocol.codec import field_offset, frame_lanes
 
 _VER_OP, _FLAGS, _REASON = (field_offset(name) for name in ("ver_op", "flags", "reason"))
 _DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
+_NAMED_LIMIT = 1 << 16  # chunks whose helper the switch named, kept to redirect late frames
 
 
 @dataclass
@@ -96,15 +102,41 @@ class HelperDuty:
         return True
 
 
-class HelperRole:
-    """The takeover side of a :class:`~host_lib.transport.Transport` (see the module docstring).
+class Takeover:
+    """One worker's part in slot takeover (see the module docstring)."""
 
-    Uses from the transport: ``link``, ``worker``, ``slots``, ``all_workers``, ``rto``,
-    ``local``, ``switch``, ``duties``, ``_helpers`` (chunk -> helper the switch named),
-    ``_plan``, ``_recent`` and ``_send_control``.
-    """
+    def __init__(self, config: CommunicatorConfig, rto: RtoEstimator, sender: Sender):
+        self.config = config
+        self.rto = rto  # the transport's round-trip timer (read only)
+        self.sender = sender
+        self.duties: dict[int, HelperDuty] = {}
+        self._named: dict[int, int] = {}  # chunk -> helper the switch last named
+        self._recent: deque[Round] = deque(maxlen=4)  # our latest rounds, to answer peers
+        self.plan = RoundPlan()  # the plan of the latest round, for duties between calls
 
-    def _take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
+    def start(self, rnd: Round) -> None:
+        """A new round of ours begins: its plan rules duties until the next, and its results
+        answer peers for a few rounds."""
+        self.plan = rnd.plan
+        self._recent.append(rnd)
+
+    def name(self, chunk: int, helper: int) -> None:
+        """The switch named ``helper`` as ``chunk``'s (a PARTIAL, or a TAKEN bounce)."""
+        self._named[chunk] = helper
+        if len(self._named) > _NAMED_LIMIT:
+            self._named.pop(next(iter(self._named)))
+
+    def named(self, chunk: int, default: int | None = None) -> int | None:
+        return self._named.get(chunk, default)
+
+    def partial(self, stats: CallStats, chunk: int, frame: memoryview, bitmap: int, exp: int,
+                scale: int, plan: RoundPlan) -> None:
+        """The switch handed us ``chunk``'s partial aggregate: we are its helper."""
+        duty = self._duty(chunk, plan)
+        duty.add_partial(frame_lanes(frame), bitmap, exp, scale)
+        self._maybe_complete(duty, stats)
+
+    def take_over(self, rnd: Round, stats: CallStats, now: float) -> float:
         """As a helper, ask the switch for the slots of chunks that have waited long enough
         and miss only stragglers; returns when to look again: the earliest time a chunk of the
         window, or one sent from now on, may be due.
@@ -114,27 +146,27 @@ class HelperRole:
         pass before that time costs one comparison: chunks sent later are due ``after`` from
         when they are sent at the earliest."""
         plan = rnd.plan
-        if self.worker not in plan.helpers:
+        if self.config.worker not in plan.helpers:
             return np.inf
         if now < rnd.takeover_look:
             return rnd.takeover_look
         after = max(2 * self.rto.rto, plan.takeover_after)
-        lo = max(0, rnd.next_to_send - self.slots)
+        lo = max(0, rnd.next_to_send - self.config.window)
         window = slice(lo, rnd.next_to_send)
         waiting = np.flatnonzero(~rnd.done[window] & (rnd.taken_by[window] < 0)) + lo
         # The chunk's helper acts first. The next one in duty order steps in later, should the
         # first be slow, or be a straggler itself; the switch then names the second.
-        turn = (plan.helpers.index(self.worker) - (rnd.base + waiting)) % len(plan.helpers)
+        turn = (plan.helpers.index(self.config.worker) - (rnd.base + waiting)) % len(plan.helpers)
         waiting, turn = waiting[turn <= 1], turn[turn <= 1]
         asked = rnd.asked_takeover[waiting]
         # A chunk in a borrowed slot holds lanes of the switch's shared pool, which other jobs
         # wait for: it is taken over as soon as it is late, whatever lag the plan expects.
-        borrowed = (rnd.base + waiting) % self.slots >= self.own_slots
+        borrowed = (rnd.base + waiting) % self.config.window >= self.config.slots
         wait = np.where(borrowed, 2 * self.rto.rto, after)
         due = np.where(np.isnan(asked), rnd.sent_at[waiting] + wait * (1 + 2 * turn),
                        asked + self.rto.rto)
         ready = due <= now
-        soonest = 2 * self.rto.rto if self.own_slots < self.slots else after  # of a new chunk
+        soonest = 2 * self.rto.rto if self.config.borrow else after  # of a new chunk
         look = min(float(due[~ready].min()) if not ready.all() else np.inf, now + soonest)
         ready = waiting[ready]
         straggler_bits = sum(1 << s for s in plan.stragglers)
@@ -142,7 +174,7 @@ class HelperRole:
         if straggler_bits:  # a leading worker is missing: loss, not a straggler; let it retry
             ready = ready[(rnd.missing[ready] & np.uint32(~straggler_bits & 0xFFFFFFFF)) == 0]
         for j in ready.tolist():
-            self._send_control(P.Op.TAKEOVER, rnd.base + j)
+            self.sender.control(P.Op.TAKEOVER, rnd.base + j)
             rnd.asked_takeover[j] = now
             stats.takeovers += 1
             stats.packets_sent += 1
@@ -152,12 +184,12 @@ class HelperRole:
         rnd.takeover_look = look if len(ready) == due_now else -np.inf
         return look
 
-    def _to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
+    def to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
         """Our contribution to a taken-over chunk, straight to its helper (a worker that sits
         the call out sends a probe, which only asks for the result)."""
         chunk = rnd.base + j
         probe = not rnd.plan.contribute
-        if helper == self.worker:
+        if helper == self.config.worker:
             duty = self._duty(chunk, rnd.plan)
             if duty.result is not None:
                 self._send_result(duty)  # our own result got lost: have the switch resend it
@@ -170,28 +202,19 @@ class HelperRole:
         frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
                          else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
         frame[_REASON] = helper
-        self.link.send(frame)
+        self.sender.send(frame)
         stats.packets_sent += 1
         stats.helper_data += 1
-
-    def _forward(self, frame: memoryview, helper: int) -> None:
-        """Pass a peer's contribution on to the helper the switch named, through the switch:
-        sent as ours (the switch checks who sends), marked COPY, with the contributor in
-        ``fanin``."""
-        h = Header.unpack(frame, P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN)
-        header = replace(h, worker=self.worker, flags=h.flags | P.Flag.COPY, reason=helper,
-                         fanin=h.worker)
-        self.link.send(encode_frame(Frame(self.local, self.switch, header, frame_lanes(frame))))
 
     def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
         duty = self.duties.get(chunk)
         if duty is None:
-            duty = HelperDuty(chunk, chunk % self.slots, (chunk // self.slots) % 2,
-                              plan.expected or self.all_workers, plan.fanin)
+            duty = HelperDuty(chunk, chunk % self.config.window, (chunk // self.config.window) % 2,
+                              plan.expected or self.config.all_workers, plan.fanin)
             self.duties[chunk] = duty
         return duty
 
-    def _helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
+    def helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
                      frame: memoryview, exp: int, scale: int) -> None:
         duty = self.duties.get(chunk)
         if duty is not None and duty.result is not None:
@@ -199,19 +222,20 @@ class HelperRole:
             return
         if self._resend_known_result(chunk):
             return
-        helper = self._helpers.get(chunk)
-        if duty is None and helper is not None and helper != self.worker:
+        helper = self._named.get(chunk)
+        if duty is None and helper is not None and helper != self.config.worker:
             # The switch named another helper and the sender missed that. A forwarded copy is
             # marked COPY and never forwarded again, so frames cannot circle between workers
             # whose news of the helper differ.
             if not flags & P.Flag.COPY:
-                self._forward(frame, helper)
+                self.sender.forward(frame, helper)
             return
         if flags & P.Flag.PROBE:
             return  # only asks for a result we do not have yet
         if duty is None:
             named = flags & P.Flag.COPY  # forwarded by a peer that heard the switch name us
-            if self._plan.helper(chunk) != self.worker and helper != self.worker and not named:
+            if (self.plan.helper(chunk) != self.config.worker and helper != self.config.worker
+                    and not named):
                 return  # asked as a peer, and we know of no helper: the sender asks the next
             # We are the designated helper, or the switch named us (a chunk that met held pool
             # lanes starts taken over by its first sender) and the partial is still on its way
@@ -220,8 +244,8 @@ class HelperRole:
             # contribution completes the chunk instead: ours goes in now. (A peer that heard
             # the switch name us is the only one left who knows: without the forwarded copy
             # counting as that news, the chunk waited for us while we waited for a helper.)
-            duty = self._duty(chunk, self._plan)
-            self._send_control(P.Op.TAKEOVER, chunk)
+            duty = self._duty(chunk, self.plan)
+            self.sender.control(P.Op.TAKEOVER, chunk)
             stats.takeovers += 1
             for rnd in self._recent:
                 j = rnd.index(chunk)
@@ -235,7 +259,8 @@ class HelperRole:
 
     def _add_own(self, duty: HelperDuty, rnd: Round, j: int) -> None:
         f = rnd.frames[j]
-        duty.add_direct(self.worker, f["lanes"].astype(np.int32), int(f["exp"]), int(f["scale"]))
+        duty.add_direct(self.config.worker, f["lanes"].astype(np.int32), int(f["exp"]),
+                        int(f["scale"]))
 
     def _resend_known_result(self, chunk: int) -> bool:
         """If a recent round of ours holds chunk's result, have the switch multicast it again
@@ -243,7 +268,7 @@ class HelperRole:
         for rnd in self._recent:
             j = rnd.index(chunk)
             if j is not None and rnd.done[j]:
-                self._send_control(P.Op.HELPER_RESULT, chunk, rnd.sums[j].copy(),
+                self.sender.control(P.Op.HELPER_RESULT, chunk, rnd.sums[j].copy(),
                                    bitmap=int(rnd.bitmaps[j]), count=int(rnd.counts[j]),
                                    scale=int(rnd.frames["scale"][j]), exp=int(rnd.exps[j]))
                 return True
@@ -255,11 +280,11 @@ class HelperRole:
             self._send_result(duty)
 
     def _send_result(self, duty: HelperDuty) -> None:
-        self._send_control(P.Op.HELPER_RESULT, duty.chunk, duty.result,
+        self.sender.control(P.Op.HELPER_RESULT, duty.chunk, duty.result,
                            bitmap=duty.result_bitmap, count=duty.result_count,
                            scale=duty.scale or 0, exp=duty.exp)
 
-    def _expire_duties(self, now: float) -> None:
+    def expire(self, now: float) -> None:
         old = [c for c, d in self.duties.items()
                if now - (d.completed_at or d.created_at) > _DUTY_LIFETIME]
         for chunk in old:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from host_lib.policies.base import StepHistory
+from host_lib.scheduling.policies.base import StepHistory
 
 _PREFIX = "sa-atp/steps"
 _KEEP = 8  # iterations a record stays in the store (every worker has long collected it)

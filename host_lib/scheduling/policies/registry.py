@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from host_lib.policies.base import Policy, Synchronous
-from host_lib.policies.boa import Boa
-from host_lib.policies.dpar import Dpar
-from host_lib.policies.k_of_n import KOfN
-from host_lib.policies.partial_reduce import PartialReduce
-from host_lib.policies.sa_atp import SaAtp
+from host_lib.scheduling.policies.base import Policy, Synchronous
+from host_lib.scheduling.policies.boa import Boa
+from host_lib.scheduling.policies.dpar import Dpar
+from host_lib.scheduling.policies.k_of_n import KOfN
+from host_lib.scheduling.policies.partial_reduce import PartialReduce
+from host_lib.scheduling.policies.sa_atp import SaAtp
 
 POLICIES = {
     "synchronous": lambda n, b: Synchronous(n, b),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_lib.policies.base import StepHistory
+from host_lib.scheduling.policies.base import StepHistory
 
 _MAD_TO_SIGMA = 1.4826
 

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from host_lib.policies.base import IterationPlan, Policy, StepHistory, even_shares
+from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory, even_shares
 
 
 class PartialReduce(Policy):

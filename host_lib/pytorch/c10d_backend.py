@@ -1,6 +1,6 @@
 """``sa_atp``: a torch.distributed backend whose float32 allreduce is summed in the switch.
 
-    import host_lib.backend                     # registers the backend
+    import host_lib.pytorch.c10d_backend                     # registers the backend
     dist.init_process_group("sa_atp", pg_options=SwitchOptions("job.toml", udp_ports="ports.json"))
     dist.all_reduce(grad)                       # float32 SUM or AVG on CPU: through the switch
     dist.all_reduce(counts)                     # any other dtype or op: gloo
@@ -26,9 +26,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import PrefixStore, ProcessGroupGloo
 
-from host_lib.connect import aggregator
-from host_lib.ddp_hook import completing
-from host_lib.fallback import FallbackGroup
+from host_lib.pytorch.connect import communicator
+from host_lib.pytorch.ddp_hook import completing
+from host_lib.pytorch.fallback import FallbackGroup
 from protocol.jobspec import JobSpec
 
 NAME = "sa_atp"
@@ -71,7 +71,7 @@ class SwitchProcessGroup(dist.ProcessGroup):
                                self.gloo)
         fallback = FallbackGroup(ProcessGroupGloo(PrefixStore("fallback", store), rank, size,
                                                   timeout))
-        self.communicator = aggregator(options.job_spec, rank, size, store, fallback,
+        self.communicator = communicator(options.job_spec, rank, size, store, fallback,
                                        udp_ports=options.udp_ports, interface=options.interface,
                                        **options.config)
 
