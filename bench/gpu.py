@@ -22,8 +22,8 @@ import time
 import numpy as np
 import torch
 
-from host_lib.pytorch.device_staging import DeviceStaging
 from host_lib.engine.quantize import BlockQuantizer, block_exponents, num_blocks, predict_scales
+from host_lib.pytorch.device_staging import DeviceStaging
 from topologies.local import LocalCluster, local_job
 
 N_WORKERS = 4
