@@ -5,7 +5,8 @@ Every change follows the same rule: validate and allocate first, write second, s
 request leaves the switch untouched. :meth:`Controller.reconcile` re-pushes the whole desired
 state after a switch restart or a reconnect; it computes the difference with what the switch
 holds, so running it twice writes nothing the second time. The job API itself is
-backend-neutral (``backend.SwitchController``); this module is how it speaks P4Runtime.
+backend-neutral (``switch_controller.SwitchController``); this module is how it speaks
+P4Runtime.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from p4.v1 import p4runtime_pb2
 
 from control_plane import updates
 from control_plane.allocation import AdmittedJob
-from control_plane.backend import SwitchController, Write
 from control_plane.connection import SwitchConnection, Update
 from control_plane.controls.aggregator import Aggregator
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.p4info import P4Info
+from control_plane.switch_controller import SwitchController, Write
 from protocol.codec import mac_bytes, mac_str
 from protocol.jobspec import JobSpec
 

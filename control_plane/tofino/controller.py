@@ -1,10 +1,11 @@
 """The SA-ATP controller over BF Runtime: the TNA program on a Tofino switch.
 
-The same job API as the P4Runtime controller (``control_plane.backend.SwitchController``), the
-same plan; what is Tofino's own: the switch runs the program bf_switchd loaded (nothing is
-pushed), ports come from a config file (``config.py``), multicast groups are ``$pre`` nodes, a
-job's workers must share a pipe (its aggregators are that pipe's registers), and registers and
-counters are read and written directly, without the management packets of the v1model program.
+The same job API as the P4Runtime controller (``control_plane.switch_controller``'s
+``SwitchController``), the same plan; what is Tofino's own: the switch runs the program
+bf_switchd loaded (nothing is pushed), ports come from a config file (``config.py``), multicast
+groups are ``$pre`` nodes, a job's workers must share a pipe (its aggregators are that pipe's
+registers), and registers and counters are read and written directly, without the management
+packets of the v1model program.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import logging
 
 from control_plane.allocation import AdmittedJob
-from control_plane.backend import SwitchController, Write
 from control_plane.controls.job_admission import JobAdmission
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
+from control_plane.switch_controller import SwitchController, Write
 from control_plane.tofino import names, pre
 from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
 from control_plane.tofino.config import SwitchConfig, pipe_of, port_entries
