@@ -21,12 +21,13 @@ from p4.v1 import p4runtime_pb2
 from control_plane import updates
 from control_plane.allocation import AdmittedJob
 from control_plane.connection import SwitchConnection, Update
+from control_plane.contracts import Write
 from control_plane.controls.aggregator import Aggregator
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.p4info import P4Info
-from control_plane.switch_controller import SwitchController, Write
+from control_plane.switch_controller import SwitchController
 from protocol.codec import mac_bytes, mac_str
 from protocol.jobspec import JobSpec
 
@@ -54,7 +55,7 @@ class Controller(SwitchController):
 
     def __init__(self, address: str, ports, device_id: int = 0, election_id: int = 1,
                  pipeline: Pipeline | None = None, hosts: dict[str, int] | None = None,
-                 pool_slots: int = 0):
+                 pool_slots: int = 0, timeout: float = 10.0):
         super().__init__(DesiredState(ports=tuple(sorted(set(ports))),
                                       hosts={mac_str(mac_bytes(m)): p
                                              for m, p in (hosts or {}).items()}))
@@ -62,6 +63,7 @@ class Controller(SwitchController):
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
+        self.timeout = timeout
         self.pipeline = pipeline or Pipeline()
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
@@ -71,11 +73,11 @@ class Controller(SwitchController):
 
     # -- connection and pipeline -------------------------------------------------------------
 
-    def connect(self, timeout: float = 10.0, read_only: bool = False) -> Controller:
+    def connect(self, read_only: bool = False) -> Controller:
         """Open the P4Runtime session; ``read_only`` leaves the primary role to others."""
         self.close()
-        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout,
-                                     arbitrate=not read_only)
+        self.conn = SwitchConnection(self.address, self.device_id, self.election_id,
+                                     self.timeout, arbitrate=not read_only)
         self.conn.use_p4info(self._p4info)
         return self
 
@@ -104,6 +106,10 @@ class Controller(SwitchController):
         tools that replay a controller's writes on another target use them directly."""
         job, writes = self._admission_writes(spec)
         return job, [self._update(kind, item) for kind, item in writes]
+
+    def pipe(self, job: AdmittedJob) -> int:
+        """A v1model switch has one pipe."""
+        return 0
 
     # -- observation ------------------------------------------------------------------------
 

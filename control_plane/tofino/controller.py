@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 
 from control_plane.allocation import AdmittedJob
-from control_plane.controls.job_admission import JobAdmission
+from control_plane.contracts import Write
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
-from control_plane.switch_controller import SwitchController, Write
+from control_plane.switch_controller import SwitchController
 from control_plane.tofino import names, pre
 from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
 from control_plane.tofino.config import SwitchConfig, pipe_of, port_entries
@@ -36,7 +36,6 @@ class TofinoController(SwitchController):
                  program: str = names.PROGRAM, client=None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
-        self.admission = self.plan.admission = JobAdmission()
         self.address = address
         self.config = config
         self.device_id = device_id
@@ -72,6 +71,7 @@ class TofinoController(SwitchController):
         return counts
 
     def pipe(self, job: AdmittedJob) -> int:
+        """Its workers' pipe (admission refuses a job whose workers are in several)."""
         return pipe_of(job.spec.workers[0].port)
 
     def status(self) -> dict:
@@ -88,15 +88,6 @@ class TofinoController(SwitchController):
                             f"aggregators of a job are one pipe's, so all its workers must be "
                             f"on ports of one pipe")
         return super()._admission_writes(spec)
-
-    def _clear_aggregators(self, job: AdmittedJob, indices: list[int] | None = None) -> None:
-        """In the job's pipe: its own range, or ``indices`` (pool aggregators it holds)."""
-        self.aggregator.clear(self._connection(),
-                              job.aggregator_range() if indices is None else indices,
-                              self.pipe(job))
-
-    def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
-        return self.aggregator.read(self._connection(), indices, self.pipe(job))
 
     def _write(self, writes: list[Write]) -> None:
         ops: list[tuple[str, BfrtEntry]] = []
