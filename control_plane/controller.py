@@ -55,11 +55,10 @@ class Controller(SwitchController):
 
     def __init__(self, address: str, ports, device_id: int = 0, election_id: int = 1,
                  pipeline: Pipeline | None = None, hosts: dict[str, int] | None = None,
-                 pool_slots: int = 0, timeout: float = 10.0):
+                 timeout: float = 10.0):
         super().__init__(DesiredState(ports=tuple(sorted(set(ports))),
                                       hosts={mac_str(mac_bytes(m)): p
                                              for m, p in (hosts or {}).items()}))
-        self.desired.allocator.resize_pool(pool_slots)
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
