@@ -97,7 +97,7 @@ class SwitchController:
         self._clear_aggregators(job)
         self._write(writes)
         self.desired.allocator.add(job)
-        log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
+        log.info("job %d admitted: window at slots %d..%d, %d workers", spec.id, job.slot_base,
                  job.slot_base + spec.window - 1, len(spec.workers))
         return job
 
@@ -182,15 +182,15 @@ class SwitchController:
         """Both shadow sets of one of a job's slots."""
         job = self.plan.job(job_id)
         if not 0 <= slot < job.spec.window:
-            raise SpecError(f"job {job_id} has slots 0..{job.spec.window - 1}, not {slot}")
+            raise SpecError(f"job {job_id}'s window is slots 0..{job.spec.window - 1}, not {slot}")
         index = 2 * (job.slot_base + slot)
         a, b = self._read_aggregators(job, [index, index + 1])
         return a, b
 
     def status(self) -> dict:
         return {"ports": list(self.desired.ports),
-                "jobs": {jid: {"slots": [j.slot_base, j.slot_base + j.spec.window - 1],
-                               "borrowed": j.spec.borrow,
+                "jobs": {jid: {"window": [j.slot_base, j.slot_base + j.spec.window - 1],
+                               "borrow": j.spec.borrow,
                                "workers": len(j.spec.workers), "fan_in": j.spec.effective_fan_in,
                                "expected": f"{j.spec.effective_expected:#x}"}
                          for jid, j in sorted(self.jobs.items())},

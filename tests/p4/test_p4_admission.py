@@ -44,7 +44,7 @@ def test_admission_entries_read_back_equal_the_spec(target, controller):
     job = admitted(target, controller, n=3, job_id=9, slots=6)
     [cfg] = controller.read_jobs().values()
     placed = controller.jobs[9]
-    assert (cfg.job_id, cfg.num_slots, cfg.fan_in, cfg.expected) == (9, 6, 3, 0b111)
+    assert (cfg.job_id, cfg.window, cfg.slots, cfg.fan_in, cfg.expected) == (9, 6, 6, 3, 0b111)
     assert (cfg.slot_base, cfg.job_index, cfg.group) == (placed.slot_base, placed.job_index,
                                                          placed.group)
     workers = controller.read_entries(controller.plan.admission.workers_table)
