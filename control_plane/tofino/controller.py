@@ -104,10 +104,8 @@ class TofinoController(SwitchController):
         nodes, mgid = pre.group_entries(group)
         if kind == "insert":
             return [("insert", n) for n in nodes] + [("insert", mgid)]
-        have = self._connection().read(names.PRE_MGID, keys=[{"$MGID": group.group_id}])
-        held = [n for e in have for n in dict(e.data)["$MULTICAST_NODE_ID"]]
-        ops = [("delete", mgid)] + [
-            ("delete", BfrtEntry.make(names.PRE_NODE, {"$MULTICAST_NODE_ID": n})) for n in held]
+        have = self._connection().read(names.PRE_MGID, keys=[pre.mgid_key(group.group_id)])
+        ops = [("delete", mgid)] + [("delete", node) for node in pre.nodes_of(have)]
         return ops if kind == "delete" else ops + self._group_ops("insert", group)
 
     def _read_table(self, table: str) -> list[TableEntry]:

@@ -13,7 +13,8 @@ from protocol import constants as P
 STATE_REGISTERS = ("valid", "run_id", "chunk_id", "generation", "agreed_scale", "progress",
                    "contributors", "max_exp", "helper_id")
 LANE_REGISTERS = tuple(f"lanes_{i:02d}" for i in range(P.LANES // 2))
-# The slot state as the TNA program keeps it (bits 17:16 of `progress`) -> the protocol's.
+# The slot state as the TNA program keeps it (the phase, bits 17:16 of `progress`, PHASE_* in
+# p4src/tofino/include/types.p4) -> the protocol's.
 PHASES = {0: P.SlotState.EMPTY, 1: P.SlotState.COMPLETE, 2: P.SlotState.TAKEN,
           3: P.SlotState.AGGREGATING}
 
