@@ -158,7 +158,7 @@ def run(controller, args) -> object:
         if args.job_command == "add":
             job = controller.admit(load_spec(args.spec))
             return {"job": job.spec.id, "job_index": job.job_index,
-                    "slots": [job.slot_base, job.slot_base + job.spec.window - 1]}
+                    "window": [job.slot_base, job.slot_base + job.spec.window - 1]}
         if args.job_command == "remove":
             controller.remove(args.job_id)
             return None

@@ -134,12 +134,6 @@ class SwitchConnection:
             self._requests.put(None)
             self._channel.close()
 
-    def __enter__(self) -> SwitchConnection:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- pipeline ---------------------------------------------------------------------------
 
     def set_pipeline(self, p4info: P4Info, device_config: bytes, cookie: int) -> None:

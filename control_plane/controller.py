@@ -5,7 +5,8 @@ Every change follows the same rule: validate and allocate first, write second, s
 request leaves the switch untouched. :meth:`Controller.reconcile` re-pushes the whole desired
 state after a switch restart or a reconnect; it computes the difference with what the switch
 holds, so running it twice writes nothing the second time. The job API itself is
-backend-neutral (``backend.SwitchController``); this module is how it speaks P4Runtime.
+backend-neutral (``switch_controller.SwitchController``); this module is how it speaks
+P4Runtime.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from p4.v1 import p4runtime_pb2
 
 from control_plane import updates
 from control_plane.allocation import AdmittedJob
-from control_plane.backend import SwitchController, Write
 from control_plane.connection import SwitchConnection, Update
+from control_plane.contracts import Write
 from control_plane.controls.aggregator import Aggregator
 from control_plane.controls.packet_stats import PacketStats
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.p4info import P4Info
+from control_plane.switch_controller import SwitchController
 from protocol.codec import mac_bytes, mac_str
 from protocol.jobspec import JobSpec
 
@@ -53,14 +55,14 @@ class Controller(SwitchController):
 
     def __init__(self, address: str, ports, device_id: int = 0, election_id: int = 1,
                  pipeline: Pipeline | None = None, hosts: dict[str, int] | None = None,
-                 pool_slots: int = 0):
+                 timeout: float = 10.0):
         super().__init__(DesiredState(ports=tuple(sorted(set(ports))),
                                       hosts={mac_str(mac_bytes(m)): p
                                              for m, p in (hosts or {}).items()}))
-        self.desired.allocator.resize_pool(pool_slots)
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
+        self.timeout = timeout
         self.pipeline = pipeline or Pipeline()
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
@@ -70,11 +72,11 @@ class Controller(SwitchController):
 
     # -- connection and pipeline -------------------------------------------------------------
 
-    def connect(self, timeout: float = 10.0, read_only: bool = False) -> Controller:
+    def connect(self, read_only: bool = False) -> Controller:
         """Open the P4Runtime session; ``read_only`` leaves the primary role to others."""
         self.close()
-        self.conn = SwitchConnection(self.address, self.device_id, self.election_id, timeout,
-                                     arbitrate=not read_only)
+        self.conn = SwitchConnection(self.address, self.device_id, self.election_id,
+                                     self.timeout, arbitrate=not read_only)
         self.conn.use_p4info(self._p4info)
         return self
 
@@ -103,6 +105,10 @@ class Controller(SwitchController):
         tools that replay a controller's writes on another target use them directly."""
         job, writes = self._admission_writes(spec)
         return job, [self._update(kind, item) for kind, item in writes]
+
+    def pipe(self, job: AdmittedJob) -> int:
+        """A v1model switch has one pipe."""
+        return 0
 
     # -- observation ------------------------------------------------------------------------
 

@@ -120,10 +120,6 @@ class MulticastGroup:
     def make(cls, group_id: int, replicas) -> MulticastGroup:
         return cls(group_id, tuple(sorted(replicas)))
 
-    @property
-    def key(self) -> int:
-        return self.group_id
-
     def to_proto(self) -> p4runtime_pb2.PacketReplicationEngineEntry:
         pre = p4runtime_pb2.PacketReplicationEngineEntry()
         pre.multicast_group_entry.multicast_group_id = self.group_id

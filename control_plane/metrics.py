@@ -1,8 +1,9 @@
 """The switch's counters in Prometheus' text format (``sa-atp-ctl metrics --listen HOST:PORT``).
 
-Each scrape reads the counters over P4Runtime for every job the switch's jobs table holds, and
-for traffic that matched no job (``job="none"``), with every op and drop reason of
-``protocol.constants`` present, zeros included:
+Each scrape reads the counters (over P4Runtime or BF Runtime, whichever the controller's backend
+speaks) for every job the switch's jobs table holds, and for traffic that matched no job
+(``job="none"``), with every op and drop reason of ``protocol.constants`` present, zeros
+included:
 
     sa_atp_switch_packets_total{job, direction, op}       direction: ingress (in) or egress (out)
     sa_atp_switch_drops_total{job, direction, reason}
@@ -17,15 +18,15 @@ import threading
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily
 
-from control_plane.controller import Controller
+from control_plane.switch_controller import SwitchController
 
 
 class SwitchCollector:
     """A prometheus_client collector that reads the switch at every scrape."""
 
-    def __init__(self, controller: Controller):
+    def __init__(self, controller: SwitchController):
         self.controller = controller
-        self._lock = threading.Lock()  # one P4Runtime read at a time, scrapes may overlap
+        self._lock = threading.Lock()  # one read of the switch at a time, scrapes may overlap
 
     def collect(self):
         with self._lock:
@@ -49,7 +50,7 @@ class SwitchCollector:
         yield from (packets, drops, evictions)
 
 
-def export(controller: Controller, listen: str) -> None:
+def export(controller: SwitchController, listen: str) -> None:
     """Serve the switch's counters on ``listen`` until SIGINT or SIGTERM."""
     registry = CollectorRegistry()
     registry.register(SwitchCollector(controller))

@@ -1,9 +1,7 @@
-"""Name-based access to a P4Info: ids, match fields, action parameters, bit widths, and the
-P4Runtime byte-string encoding of values."""
+"""Name-based access to a P4Info (tables, actions, counters, packet metadata), and the P4Runtime
+byte-string encoding of values."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
@@ -27,21 +25,6 @@ def decode(data: bytes) -> int:
     return int.from_bytes(data, "big")
 
 
-@dataclass(frozen=True)
-class MatchField:
-    id: int
-    name: str
-    bitwidth: int
-    match_type: int
-
-
-@dataclass(frozen=True)
-class Param:
-    id: int
-    name: str
-    bitwidth: int
-
-
 class P4Info:
     """Index of one P4Info message by fully-qualified names."""
 
@@ -50,7 +33,6 @@ class P4Info:
         self._tables = {t.preamble.name: t for t in message.tables}
         self._actions = {a.preamble.name: a for a in message.actions}
         self._counters = {c.preamble.name: c for c in message.counters}
-        self._registers = {r.preamble.name: r for r in message.registers}
         self._packet_metadata = {m.preamble.name: m for m in message.controller_packet_metadata}
         self._action_names = {a.preamble.id: a.preamble.name for a in message.actions}
 
@@ -78,15 +60,5 @@ class P4Info:
     def counter(self, name: str) -> p4info_pb2.Counter:
         return self._find("counter", self._counters, name)
 
-    def register(self, name: str) -> p4info_pb2.Register:
-        return self._find("register", self._registers, name)
-
     def packet_metadata(self, name: str) -> p4info_pb2.ControllerPacketMetadata:
         return self._find("controller packet metadata", self._packet_metadata, name)
-
-    def match_fields(self, table: str) -> list[MatchField]:
-        return [MatchField(f.id, f.name, f.bitwidth, f.match_type)
-                for f in self.table(table).match_fields]
-
-    def params(self, action: str) -> list[Param]:
-        return [Param(p.id, p.name, p.bitwidth) for p in self.action(action).params]

@@ -1,17 +1,26 @@
 """The controller over real gRPC against a switch target: lifecycle, rejection without writes,
-reconciliation after a restart, and the CLI."""
+reconciliation after a restart, and the CLI; and both backends held to the written contracts
+(control_plane/contracts.py)."""
 
+import inspect
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from control_plane import cli
+from control_plane.contracts import AggregatorControl, PacketStatsControl, SwitchBackend
 from control_plane.controller import Controller
+from control_plane.controls.aggregator import Aggregator
+from control_plane.switch_controller import SwitchController
+from control_plane.tofino.controller import TofinoController
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, decode_frame, encode_frame
 from protocol.jobspec import JobSpec, SpecError, WorkerSpec
+from tests.tofino.targets import switch_config
 
 PORTS = (1, 2, 3, 4)
 SWITCH = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
@@ -41,8 +50,8 @@ def contribute(target, s: JobSpec, worker: int, chunk: int, value: int):
 
 def switch_contents(controller: Controller) -> dict:
     """Every table (defaults included) and multicast group, as the switch holds them."""
-    tables = {t for c in controller._table_controls() for t in c.tables}
-    return {"tables": {t: sorted(map(repr, controller._read_table(t))) for t in tables},
+    return {"tables": {t: sorted(map(repr, controller._read_table(t)))
+                       for t in controller.plan.tables()},
             "groups": controller.read_groups()}
 
 
@@ -52,8 +61,8 @@ def test_remove_deletes_entries_clears_aggregators_and_frees_the_range(target, c
     contribute(target, a, 0, 3, 5)  # an unfinished aggregation
     controller.remove(1)
     assert controller.read_jobs() == {}
-    assert controller.read_entries(controller.admission.workers_table) == []
-    assert controller.read_entries(controller.replica_rewrite.table) == []
+    assert controller.read_entries(controller.plan.admission.workers_table) == []
+    assert controller.read_entries(controller.plan.replica_rewrite.table) == []
     assert placed.group not in controller.read_groups()
     states = controller.aggregator.read(controller.conn, placed.aggregator_range())
     assert all(s.state == P.SlotState.EMPTY and not any(s.lanes) for s in states)
@@ -129,7 +138,7 @@ def test_reconcile_removes_what_is_not_desired(target, controller):
     other.desired = controller.desired
     del other.desired.allocator.jobs[1]
     other.reconcile()
-    assert other.read_jobs() == {} and other.read_entries(other.l2.table) == []
+    assert other.read_jobs() == {} and other.read_entries(other.plan.l2.table) == []
     other.close()
 
 
@@ -179,7 +188,7 @@ def test_a_controller_with_a_lower_election_id_cannot_change_the_switch(target, 
     with pytest.raises(SwitchError, match="not primary"):
         Controller(target.address, PORTS, election_id=5).connect()
     # Nor can it write without arbitrating: the switch itself refuses the lower election id.
-    entry = primary.admission.job_entry(primary.jobs[1])
+    entry = primary.plan.admission.job_entry(primary.jobs[1])
     request = p4runtime_pb2.WriteRequest(device_id=0)
     request.election_id.low = 5
     update = request.updates.add(type=p4runtime_pb2.Update.DELETE)
@@ -223,3 +232,53 @@ def test_counters_say_what_happened_on_the_wire(target, controller):
     assert counts["egress"]["packets"] == dict(seen) == {"RESULT": 12}
     assert counts["ingress"]["packets"] == {"DATA": 12, "OP_9": 1}
     assert counts["ingress"]["drops"] == {"BAD_OP": 1}
+
+
+# -- the contracts ------------------------------------------------------------------------------
+
+BACKENDS = {"p4runtime": lambda: Controller("offline", PORTS),
+            "bfrt": lambda: TofinoController("offline", switch_config(PORTS))}
+CONTROLS = {"aggregator": AggregatorControl, "ingress_stats": PacketStatsControl,
+            "egress_stats": PacketStatsControl}
+
+
+def methods(protocol) -> dict:
+    found = {n: f for n, f in vars(protocol).items()
+             if inspect.isfunction(f) and not n.startswith("__")}
+    assert found, protocol
+    return found
+
+
+def shape(function) -> list[tuple]:
+    """What a caller relies on: each parameter's name, kind and default (``self`` aside)."""
+    params = list(inspect.signature(function).parameters.values())[1:]
+    return [(p.name, p.kind, p.default) for p in params]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_and_its_controls_have_the_signatures_of_the_contracts(backend):
+    ctl = BACKENDS[backend]()
+    assert isinstance(ctl, SwitchController)
+    for name in SwitchBackend.__annotations__:
+        assert hasattr(ctl, name), name
+    for name, method in methods(SwitchBackend).items():
+        assert shape(getattr(type(ctl), name)) == shape(method), name
+    for attr, protocol in CONTROLS.items():
+        control = getattr(ctl, attr)
+        assert isinstance(control, protocol), attr
+        for name, method in methods(protocol).items():
+            assert shape(getattr(type(control), name)) == shape(method), f"{attr}.{name}"
+
+
+def test_the_contracts_load_neither_backends_libraries():
+    code = ("import sys, control_plane.contracts; "
+            "print(sorted(m for m in sys.modules if m.startswith(('p4.', 'grpc', 'bfrt_grpc', "
+            "'control_plane.controls', 'control_plane.tofino', 'control_plane.connection'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_v1model_switch_has_one_pipe():
+    with pytest.raises(ValueError, match="one pipe, 0, not 1"):
+        Aggregator().read(None, [0], pipe=1)

@@ -56,7 +56,8 @@ class LocalCluster:
         ports = sorted({w.port for spec in jobs for w in spec.workers})
         self.switch = SwitchProcess(udp_ports(ports), run_dir, binary=binary,
                                     log_level=log_level)
-        self.controller = Controller(self.switch.grpc_address, ports, pool_slots=pool_slots)
+        self.controller = Controller(self.switch.grpc_address, ports)
+        self.controller.resize_pool(pool_slots)
         self.run_dir = Path(run_dir)
         self._last_run = 0
 

@@ -1,13 +1,13 @@
 """control Aggregator (p4src/aggregator.p4): the aggregators' registers, read and cleared in band
-through the CPU port (docs/protocol.md §10), and the ``evictions`` counter."""
+through the CPU port (docs/protocol.md §10), and the ``evictions`` and ``management`` counters
+(``contracts.AggregatorControl``)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection, SwitchError
+from control_plane.contracts import AggregatorState, aggregator_indices
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes
 
@@ -18,36 +18,16 @@ _CARRIER = encode_frame(Frame(Endpoint("02:00:00:00:00:00", "0.0.0.0"),
                               Header(op=P.Op.DATA, job=0)))
 
 
-@dataclass(frozen=True)
-class AggregatorState:
-    index: int
-    state: P.SlotState
-    chunk: int
-    bitmap: int
-    count: int
-    scale: int
-    exp: int
-    helper: int
-    run: int
-    lanes: tuple[int, ...]
-    holder: int = 0  # a pool aggregator's: the holding aggregator's index + 1 | POOL_HELD
-
-    @property
-    def held_by(self) -> int | None:
-        """The aggregator whose chunk holds these (pool) lanes, if any."""
-        return (self.holder & ~P.POOL_HELD) - 1 if self.holder else None
-
-
 class Aggregator:
     def __init__(self, path: str = "SaAtpIngress.aggregator"):
         self.evictions_counter = f"{path}.evictions"
         self.management_counter = f"{path}.management"
 
-    def read(self, conn: SwitchConnection, indices) -> list[AggregatorState]:
-        return self._request(conn, P.MGMT_READ_AGGREGATOR, list(indices))
+    def read(self, conn: SwitchConnection, indices, pipe: int = 0) -> list[AggregatorState]:
+        return self._request(conn, P.MGMT_READ_AGGREGATOR, _checked(indices, pipe))
 
-    def clear(self, conn: SwitchConnection, indices) -> None:
-        states = self._request(conn, P.MGMT_CLEAR_AGGREGATOR, list(indices))
+    def clear(self, conn: SwitchConnection, indices, pipe: int = 0) -> None:
+        states = self._request(conn, P.MGMT_CLEAR_AGGREGATOR, _checked(indices, pipe))
         dirty = [s.index for s in states
                  if s.state != P.SlotState.EMPTY or any(s.lanes) or s.holder]
         if dirty:
@@ -68,9 +48,6 @@ class Aggregator:
                  window: int = 64) -> list[AggregatorState]:
         """Send one management packet per aggregator, at most ``window`` unanswered at a time,
         and collect the switch's reports, in the order of ``indices``."""
-        for index in indices:
-            if not 0 <= index < P.NUM_AGGREGATORS:
-                raise ValueError(f"aggregator index {index} outside 0..{P.NUM_AGGREGATORS - 1}")
         replies: dict[int, AggregatorState] = {}
         sent = 0
         while len(replies) < len(indices):
@@ -89,6 +66,12 @@ class Aggregator:
             replies[packet.metadata["aggregator"]] = _decode(packet.metadata["aggregator"],
                                                              packet.payload)
         return [replies[i] for i in indices]
+
+
+def _checked(indices, pipe: int) -> list[int]:
+    if pipe != 0:
+        raise ValueError(f"a v1model switch has one pipe, 0, not {pipe}")
+    return aggregator_indices(indices)
 
 
 def _packets(conn: SwitchConnection, counter: str, index: int) -> int:

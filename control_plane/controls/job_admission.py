@@ -12,13 +12,14 @@ from protocol.codec import Endpoint, mac_bytes
 
 @dataclass(frozen=True)
 class JobConfig:
-    """What the switch's ``jobs`` entry says about a job."""
+    """What the switch's ``jobs`` entry says about a job (``set_job``'s parameters ``num_slots``
+    and ``own_slots`` are its ``window`` and ``slots``, docs/protocol.md §4)."""
 
     job_id: int
     job_index: int
     slot_base: int
-    num_slots: int
-    own_slots: int
+    window: int  # slots + borrow
+    slots: int  # the slots it owns
     pool_base: int
     fan_in: int
     expected: int
@@ -69,7 +70,7 @@ class JobAdmission:
             return None
         params = dict(entry.params)
         return JobConfig(job_id=dict(entry.match)["hdr.sa.job"], job_index=params["job_index"],
-                         slot_base=params["slot_base"], num_slots=params["num_slots"],
-                         own_slots=params["own_slots"], pool_base=params["pool_base"],
+                         slot_base=params["slot_base"], window=params["num_slots"],
+                         slots=params["own_slots"], pool_base=params["pool_base"],
                          fan_in=params["fan_in"], expected=params["expected"],
                          group=params["group"], inband_fanin=bool(params["inband_fanin"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from p4.v1 import p4runtime_pb2
 
 from control_plane.connection import SwitchConnection
+from control_plane.contracts import PacketCounts, summarize
 from protocol import constants as P
 
 
@@ -14,34 +15,12 @@ class PacketStats:
         self.packets = f"{path}.packets"
         self.drops = f"{path}.drops"
 
-    def read(self, conn: SwitchConnection, job_index: int, zeros: bool = False
-             ) -> dict[str, dict[str, int]]:
+    def read(self, conn: SwitchConnection, job_index: int, zeros: bool = False) -> PacketCounts:
         """{'packets': {op name: count}, 'drops': {reason name: count}} for one job index
         (0 = traffic that matched no job); zero entries are left out unless ``zeros``."""
         start = job_index * P.STATS_PER_JOB
         return summarize(_read_counter(conn, self.packets, start, P.STATS_PER_JOB),
                          _read_counter(conn, self.drops, start, P.STATS_PER_JOB), zeros)
-
-
-def summarize(packets: list[int], drops: list[int], zeros: bool = False
-              ) -> dict[str, dict[str, int]]:
-    """One job index's counts by op and by drop reason, by name; zeros left out unless
-    ``zeros``."""
-    ops, reasons = _op_names(), _reason_names()
-    return {"packets": {ops[i]: n for i, n in enumerate(packets) if (n or zeros) and i in ops},
-            "drops": {reasons[i]: n for i, n in enumerate(drops)
-                      if (n or zeros) and i in reasons}}
-
-
-def _op_names() -> dict[int, str]:
-    """Every index the switch counts: op 0 is non-SA-ATP traffic, and ops no host may send
-    (BAD_OP drops) are counted under their number."""
-    names = {i: f"OP_{i}" for i in range(P.STATS_PER_JOB)}
-    return {**names, 0: "OTHER", **{op.value: op.name for op in P.Op}}
-
-
-def _reason_names() -> dict[int, str]:
-    return {r.value: r.name for r in P.DropReason if r.value}
 
 
 def _read_counter(conn: SwitchConnection, name: str, start: int, count: int) -> list[int]:

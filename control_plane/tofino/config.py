@@ -22,13 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from control_plane.tofino import names
 from control_plane.tofino.bfrt import BfrtEntry
-from control_plane.tofino.names import PORT
 from protocol.jobspec import SpecError, parse_toml, read_file
-
-SPEEDS = {"10G", "25G", "40G", "50G", "100G", "200G", "400G"}
-FEC = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON"}
-AUTONEG = {"default": "PM_AN_DEFAULT", "on": "PM_AN_FORCE_ENABLE", "off": "PM_AN_FORCE_DISABLE"}
 
 
 def pipe_of(port: int) -> int:
@@ -46,13 +42,11 @@ class PortConfig:
     def validate(self, where: str) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port < 512:
             raise SpecError(f"{where}.port must be a device port in 0..511, got {self.port!r}")
-        if self.speed not in SPEEDS:
-            raise SpecError(f"{where}.speed must be one of {sorted(SPEEDS)}, got {self.speed!r}")
-        if self.fec not in FEC:
-            raise SpecError(f"{where}.fec must be one of {sorted(FEC)}, got {self.fec!r}")
-        if self.autoneg not in AUTONEG:
-            raise SpecError(f"{where}.autoneg must be one of {sorted(AUTONEG)}, "
-                            f"got {self.autoneg!r}")
+        for key, choices in (("speed", names.SPEEDS), ("fec", names.FEC_TYPES),
+                             ("autoneg", names.AUTONEG_MODES)):
+            if getattr(self, key) not in choices:
+                raise SpecError(f"{where}.{key} must be one of {sorted(choices)}, "
+                                f"got {getattr(self, key)!r}")
 
 
 @dataclass(frozen=True)
@@ -108,10 +102,10 @@ def load_config(path: str | Path) -> SwitchConfig:
 def port_entries(config: SwitchConfig) -> list[BfrtEntry]:
     """``$PORT`` entries: the data ports, and the front ports put in MAC loopback as loop ports
     (internal recirculation ports need none)."""
-    ports = [(p, "BF_LPBK_NONE") for p in config.ports]
-    ports += [(p, "BF_LPBK_MAC_NEAR") for p in config.loop_ports if p.mac_loopback]
-    return [BfrtEntry.make(PORT, {"$DEV_PORT": p.port},
-                           {"$SPEED": f"BF_SPEED_{p.speed}", "$FEC": FEC[p.fec],
-                            "$AUTO_NEGOTIATION": AUTONEG[p.autoneg], "$PORT_ENABLE": True,
-                            "$LOOPBACK_MODE": loopback})
+    ports = [(p, names.LOOPBACK_NONE) for p in config.ports]
+    ports += [(p, names.LOOPBACK_MAC_NEAR) for p in config.loop_ports if p.mac_loopback]
+    return [BfrtEntry.make(names.PORT, {names.DEV_PORT: p.port},
+                           {names.SPEED: names.SPEEDS[p.speed], names.FEC: names.FEC_TYPES[p.fec],
+                            names.AUTO_NEGOTIATION: names.AUTONEG_MODES[p.autoneg],
+                            names.PORT_ENABLE: True, names.LOOPBACK_MODE: loopback})
             for p, loopback in ports]

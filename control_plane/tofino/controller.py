@@ -1,10 +1,11 @@
 """The SA-ATP controller over BF Runtime: the TNA program on a Tofino switch.
 
-The same job API as the P4Runtime controller (``control_plane.backend.SwitchController``), the
-same plan; what is Tofino's own: the switch runs the program bf_switchd loaded (nothing is
-pushed), ports come from a config file (``config.py``), multicast groups are ``$pre`` nodes, a
-job's workers must share a pipe (its aggregators are that pipe's registers), and registers and
-counters are read and written directly, without the management packets of the v1model program.
+The same job API as the P4Runtime controller (``control_plane.switch_controller``'s
+``SwitchController``), the same plan; what is Tofino's own: the switch runs the program
+bf_switchd loaded (nothing is pushed), ports come from a config file (``config.py``), multicast
+groups are ``$pre`` nodes, a job's workers must share a pipe (its aggregators are that pipe's
+registers), and registers and counters are read and written directly, without the management
+packets of the v1model program.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import logging
 
 from control_plane.allocation import AdmittedJob
-from control_plane.backend import SwitchController, Write
-from control_plane.controls.job_admission import JobAdmission
+from control_plane.contracts import Write
 from control_plane.desired_state import DesiredState
 from control_plane.entries import MulticastGroup, TableEntry
+from control_plane.switch_controller import SwitchController
 from control_plane.tofino import names, pre
 from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
 from control_plane.tofino.config import SwitchConfig, pipe_of, port_entries
@@ -35,7 +36,6 @@ class TofinoController(SwitchController):
                  program: str = names.PROGRAM, client=None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
-        self.admission = self.plan.admission = JobAdmission()
         self.address = address
         self.config = config
         self.device_id = device_id
@@ -71,6 +71,7 @@ class TofinoController(SwitchController):
         return counts
 
     def pipe(self, job: AdmittedJob) -> int:
+        """Its workers' pipe (admission refuses a job whose workers are in several)."""
         return pipe_of(job.spec.workers[0].port)
 
     def status(self) -> dict:
@@ -88,15 +89,6 @@ class TofinoController(SwitchController):
                             f"on ports of one pipe")
         return super()._admission_writes(spec)
 
-    def _clear_aggregators(self, job: AdmittedJob, indices: list[int] | None = None) -> None:
-        """In the job's pipe: its own range, or ``indices`` (pool aggregators it holds)."""
-        self.aggregator.clear(self._connection(),
-                              job.aggregator_range() if indices is None else indices,
-                              self.pipe(job))
-
-    def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
-        return self.aggregator.read(self._connection(), indices, self.pipe(job))
-
     def _write(self, writes: list[Write]) -> None:
         ops: list[tuple[str, BfrtEntry]] = []
         for kind, item in writes:
@@ -112,10 +104,8 @@ class TofinoController(SwitchController):
         nodes, mgid = pre.group_entries(group)
         if kind == "insert":
             return [("insert", n) for n in nodes] + [("insert", mgid)]
-        have = self._connection().read(names.PRE_MGID, keys=[{"$MGID": group.group_id}])
-        held = [n for e in have for n in dict(e.data)["$MULTICAST_NODE_ID"]]
-        ops = [("delete", mgid)] + [
-            ("delete", BfrtEntry.make(names.PRE_NODE, {"$MULTICAST_NODE_ID": n})) for n in held]
+        have = self._connection().read(names.PRE_MGID, keys=[pre.mgid_key(group.group_id)])
+        ops = [("delete", mgid)] + [("delete", node) for node in pre.nodes_of(have)]
         return ops if kind == "delete" else ops + self._group_ops("insert", group)
 
     def _read_table(self, table: str) -> list[TableEntry]:

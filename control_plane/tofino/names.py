@@ -1,4 +1,7 @@
-"""The BF Runtime names of the TNA program (p4src/tofino/), in one place.
+"""The BF Runtime names the controller uses, in one place: how the TNA program's (p4src/tofino/)
+objects are named, and the SDE's own (``$`` names: fixed tables, index and counter fields, and
+the values of the port settings). The P4 names under those prefixes (tables, actions, registers)
+stay with the control class that writes them, as on v1model.
 
 bf-p4c names a table ``pipe.<control instance path>.<table>`` (``pipe`` is the Pipeline's
 instance name in sa_atp_tna.p4), an action ``<control instance path>.<action>``, a key field by
@@ -18,12 +21,12 @@ from control_plane.tofino.bfrt import BfrtEntry
 
 PROGRAM = "sa_atp_tna"
 PIPE = "pipe"
-KEY_RENAMES = {"sm.ingress_port": "ig_intr_md.ingress_port"}
+INGRESS_PORT = "ig_intr_md.ingress_port"
+KEY_RENAMES = {"sm.ingress_port": INGRESS_PORT}
 
 REGISTER_INDEX = "$REGISTER_INDEX"
 COUNTER_INDEX = "$COUNTER_INDEX"
 COUNTER_PACKETS = "$COUNTER_SPEC_PKTS"
-COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
 
 AGGREGATOR = "SaAtpIngress.aggregator"
 LANES = "SaAtpIngress.lanes"
@@ -33,9 +36,31 @@ CPU_PORT_SET = f"{PIPE}.SaAtpIngressParser.cpu_port"        # (*) parser value s
 LOOP_PORT_SET = f"{PIPE}.SaAtpIngressParser.loop_ports"     # (*)
 VALUE_SET_FIELD = "f1"                                      # (*)
 
+# The SDE's fixed tables: multicast groups and their nodes, and the ports.
 PRE_MGID = "$pre.mgid"
 PRE_NODE = "$pre.node"
+MGID = "$MGID"
+MULTICAST_NODE_ID = "$MULTICAST_NODE_ID"
+MULTICAST_NODE_L1_XID_VALID = "$MULTICAST_NODE_L1_XID_VALID"
+MULTICAST_NODE_L1_XID = "$MULTICAST_NODE_L1_XID"
+MULTICAST_RID = "$MULTICAST_RID"
+MULTICAST_LAG_ID = "$MULTICAST_LAG_ID"
+DEV_PORT = "$DEV_PORT"
+
 PORT = "$PORT"
+SPEED = "$SPEED"
+FEC = "$FEC"
+AUTO_NEGOTIATION = "$AUTO_NEGOTIATION"
+PORT_ENABLE = "$PORT_ENABLE"
+LOOPBACK_MODE = "$LOOPBACK_MODE"
+# The values of those port fields, by the words of the switch config (config.py).
+SPEEDS = {s: f"BF_SPEED_{s}" for s in ("10G", "25G", "40G", "50G", "100G", "200G", "400G")}
+FEC_TYPES = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE",
+             "rs": "BF_FEC_TYP_REED_SOLOMON"}
+AUTONEG_MODES = {"default": "PM_AN_DEFAULT", "on": "PM_AN_FORCE_ENABLE",
+                 "off": "PM_AN_FORCE_DISABLE"}
+LOOPBACK_NONE = "BF_LPBK_NONE"
+LOOPBACK_MAC_NEAR = "BF_LPBK_MAC_NEAR"
 
 
 def table(name: str) -> str:

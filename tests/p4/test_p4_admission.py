@@ -44,12 +44,12 @@ def test_admission_entries_read_back_equal_the_spec(target, controller):
     job = admitted(target, controller, n=3, job_id=9, slots=6)
     [cfg] = controller.read_jobs().values()
     placed = controller.jobs[9]
-    assert (cfg.job_id, cfg.num_slots, cfg.fan_in, cfg.expected) == (9, 6, 3, 0b111)
+    assert (cfg.job_id, cfg.window, cfg.slots, cfg.fan_in, cfg.expected) == (9, 6, 6, 3, 0b111)
     assert (cfg.slot_base, cfg.job_index, cfg.group) == (placed.slot_base, placed.job_index,
                                                          placed.group)
-    workers = controller.read_entries(controller.admission.workers_table)
+    workers = controller.read_entries(controller.plan.admission.workers_table)
     assert sorted(dict(e.match)["sm.ingress_port"] for e in workers) == [1, 2, 3]
-    replicas = controller.read_entries(controller.replica_rewrite.table)
+    replicas = controller.read_entries(controller.plan.replica_rewrite.table)
     assert sorted(dict(e.params)["udp_port"] for e in replicas) == [
         w.udp_port for w in job.spec.workers]
     assert controller.read_groups()[placed.group].replicas == ((1, 0), (2, 1), (3, 2))

@@ -68,9 +68,9 @@ class TwinController(Controller):
         super().__init__(target.address, ports)
         self.tofino = TofinoController("tofino", switch_config(ports), client=target.client)
 
-    def connect(self, timeout: float = 10.0) -> TwinController:
-        super().connect(timeout)
-        self.tofino.connect()
+    def connect(self, read_only: bool = False) -> TwinController:
+        super().connect(read_only)
+        self.tofino.connect(read_only)
         return self
 
     def reconcile(self) -> dict[str, int]:

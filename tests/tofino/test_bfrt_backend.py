@@ -163,6 +163,7 @@ def test_a_job_borrows_from_the_pool_and_its_removal_frees_the_lanes_it_holds(fa
     [entry] = ctl.read_entries("SaAtpIngress.admission.jobs")
     params = dict(entry.params)
     assert (params["num_slots"], params["own_slots"]) == (4, 2)
+    assert (ctl.read_jobs()[4].window, ctl.read_jobs()[4].slots) == (4, 2)
     assert params["pool_base"] == placed.pool_base
     pool = list(ctl.desired.allocator.pool_range())
     holder = "pipe.SaAtpIngress.aggregator.lane_holder"
@@ -288,7 +289,7 @@ def test_sa_atp_ctl_against_a_tofino(tmp_path, monkeypatch, capsys, fake):
         return json.loads(out) if out.strip() else None
 
     assert run("pipeline")["ports"] > 0
-    assert run("job", "add", str(tmp_path / "job.toml"))["slots"] == [0, 3]
+    assert run("job", "add", str(tmp_path / "job.toml"))["window"] == [0, 3]
     assert run("job", "list")["5"]["expected"] == 0b11
     assert run("job", "membership", "5", "--fan-in", "1")["fan_in"] == 1
     assert run("counters", "--job", "5")["evictions"] == 0

@@ -1,19 +1,20 @@
 """control Aggregator and control Lanes (p4src/tofino/aggregator.p4, lanes.p4): the
 aggregators' registers, read and cleared over BF Runtime in the pipe that holds the job, and
-the ``evictions`` and ``management`` counters."""
+the ``evictions`` and ``management`` counters (``contracts.AggregatorControl``)."""
 
 from __future__ import annotations
 
-from control_plane.controls.aggregator import AggregatorState
+from control_plane.contracts import AggregatorState, aggregator_indices
 from control_plane.tofino import names
-from control_plane.tofino.bfrt import ALL_PIPES, BfrtConnection, BfrtEntry
+from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
 from control_plane.tofino.controls.packet_stats import read_counter
 from protocol import constants as P
 
 STATE_REGISTERS = ("valid", "run_id", "chunk_id", "generation", "agreed_scale", "progress",
                    "contributors", "max_exp", "helper_id")
 LANE_REGISTERS = tuple(f"lanes_{i:02d}" for i in range(P.LANES // 2))
-# The slot state as the TNA program keeps it (bits 17:16 of `progress`) -> the protocol's.
+# The slot state as the TNA program keeps it (the phase, bits 17:16 of `progress`, PHASE_* in
+# p4src/tofino/include/types.p4) -> the protocol's.
 PHASES = {0: P.SlotState.EMPTY, 1: P.SlotState.COMPLETE, 2: P.SlotState.TAKEN,
           3: P.SlotState.AGGREGATING}
 
@@ -23,7 +24,7 @@ class Aggregator:
     management_counter = names.table(f"{names.AGGREGATOR}.management")
 
     def read(self, conn: BfrtConnection, indices, pipe: int = 0) -> list[AggregatorState]:
-        indices = _checked(indices)
+        indices = aggregator_indices(indices)
         cells = {name: _read(conn, names.AGGREGATOR, name, indices, pipe)
                  for name in STATE_REGISTERS}
         lanes = {name: _read(conn, names.LANES, name, indices, pipe, ("lo", "hi"))
@@ -42,11 +43,11 @@ class Aggregator:
                 lanes=tuple(_int32(v) for v in low + high), holder=holders[i]["hi"]))
         return states
 
-    def clear(self, conn: BfrtConnection, indices, pipe: int = ALL_PIPES) -> None:
+    def clear(self, conn: BfrtConnection, indices, pipe: int = 0) -> None:
         """Zero every register of the aggregators (a pool aggregator's lane holder too), and
         their workers' `member` cells (a zero generation is never current: the first
         aggregation bumps it to 1)."""
-        indices = _checked(indices)
+        indices = aggregator_indices(indices)
         writes = [("modify", _cell(names.AGGREGATOR, name, i, {"f1": 0}))
                   for name in STATE_REGISTERS for i in indices]
         writes += [("modify", _cell(names.AGGREGATOR, "member", i * P.MAX_WORKERS + w, {"f1": 0}))
@@ -65,14 +66,6 @@ class Aggregator:
         read, clear = read_counter(conn, self.management_counter,
                                    [P.MGMT_READ_AGGREGATOR, P.MGMT_CLEAR_AGGREGATOR])
         return {"READ_AGGREGATOR": read, "CLEAR_AGGREGATOR": clear}
-
-
-def _checked(indices) -> list[int]:
-    indices = list(indices)
-    for index in indices:
-        if not 0 <= index < P.NUM_AGGREGATORS:
-            raise ValueError(f"aggregator index {index} outside 0..{P.NUM_AGGREGATORS - 1}")
-    return indices
 
 
 def _cell(control: str, register: str, index: int, values: dict) -> BfrtEntry:

@@ -17,7 +17,7 @@ class LoopPorts:
         out = [BfrtEntry.make(names.CPU_PORT_SET, {names.VALUE_SET_FIELD: config.cpu_port})]
         out += [BfrtEntry.make(names.LOOP_PORT_SET, {names.VALUE_SET_FIELD: p.port})
                 for p in config.loop_ports]
-        out += [BfrtEntry.make(self.table, {"ig_intr_md.ingress_port": port},
+        out += [BfrtEntry.make(self.table, {names.INGRESS_PORT: port},
                                {"port": config.loop_port_for(port)}, names.LOOP_PORT_ACTION)
                 for port in config.data_ports + (config.cpu_port,)]
         return out

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from control_plane.controls.packet_stats import summarize
+from control_plane.contracts import PacketCounts, summarize
 from control_plane.tofino import names
 from control_plane.tofino.bfrt import BfrtConnection
 from protocol import constants as P
@@ -14,9 +14,8 @@ class PacketStats:
         self.packets = names.table(f"{path}.packets")
         self.drops = names.table(f"{path}.drops")
 
-    def read(self, conn: BfrtConnection, job_index: int, zeros: bool = False
-             ) -> dict[str, dict[str, int]]:
-        """As control_plane.controls.packet_stats.PacketStats.read: counts by op and reason."""
+    def read(self, conn: BfrtConnection, job_index: int, zeros: bool = False) -> PacketCounts:
+        """Counts by op and reason (``contracts.PacketStatsControl``)."""
         indices = range(job_index * P.STATS_PER_JOB, (job_index + 1) * P.STATS_PER_JOB)
         return summarize(read_counter(conn, self.packets, indices),
                          read_counter(conn, self.drops, indices), zeros)

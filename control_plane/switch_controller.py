@@ -3,8 +3,8 @@ set the drop simulator, forward hosts, read back jobs, entries, groups, counters
 reconcile a restarted switch.
 
 :class:`SwitchController` does all of it from the plan (``plan.py``) and a backend's few
-primitives: write planned changes, read a table and the multicast groups, reach the
-aggregators and counters. The P4Runtime backend (bmv2, the embedded target) is
+primitives (``contracts.SwitchBackend``): write planned changes, read a table and the multicast
+groups, reach the aggregators and counters. The P4Runtime backend (bmv2, the embedded target) is
 ``controller.Controller``; the BF Runtime backend (Tofino) is ``tofino.controller``.
 """
 
@@ -14,32 +14,23 @@ import logging
 from pathlib import Path
 
 from control_plane.allocation import AdmittedJob
+from control_plane.contracts import AggregatorState, Write
 from control_plane.controls.job_admission import JobConfig
 from control_plane.desired_state import DesiredState
-from control_plane.entries import MulticastGroup, TableEntry
+from control_plane.entries import TableEntry
 from control_plane.plan import Plan
 from protocol.jobspec import JobSpec, SpecError
 
 log = logging.getLogger(__name__)
 
-# A planned change: ("insert" | "modify" | "delete", a table entry or a multicast group).
-Write = tuple[str, "TableEntry | MulticastGroup"]
-
 
 class SwitchController:
-    """Backends set ``aggregator``, ``ingress_stats`` and ``egress_stats`` (control classes
-    with ``read``/``clear``, ``read``, ``evictions`` and ``management``) and implement the
-    methods that raise NotImplementedError."""
+    """The job API over a backend: a subclass implements ``contracts.SwitchBackend`` (its
+    aggregator and packet-stats controls, connect, load_pipeline, pipe, read_groups, _write and
+    _read_table). The table controls are the plan's (``plan.admission``, ``plan.l2``, …)."""
 
     def __init__(self, desired: DesiredState):
         self.plan = Plan(desired)
-        # the controls with tables, as the plan names them
-        self.admission = self.plan.admission
-        self.replica_rewrite = self.plan.replica_rewrite
-        self.source_guard = self.plan.source_guard
-        self.l2 = self.plan.l2
-        self.ingress_drop_sim = self.plan.ingress_drop_sim
-        self.egress_drop_sim = self.plan.egress_drop_sim
         self.conn = None
 
     def resize_pool(self, pool_slots: int) -> None:
@@ -47,28 +38,16 @@ class SwitchController:
         borrow (docs/protocol.md §4.6)."""
         self.desired.allocator.resize_pool(pool_slots)
 
-    # -- what a backend provides ---------------------------------------------------------------
-
-    def _write(self, writes: list[Write]) -> None:
-        raise NotImplementedError
-
-    def _read_table(self, table: str) -> list[TableEntry]:
-        """A table's entries as the switch holds them, its default entry included."""
-        raise NotImplementedError
-
-    def read_groups(self) -> dict[int, MulticastGroup]:
-        raise NotImplementedError
-
-    def load_pipeline(self, force: bool = False) -> bool:
-        raise NotImplementedError
+    # -- aggregators, in the job's pipe -------------------------------------------------------
 
     def _clear_aggregators(self, job: AdmittedJob, indices: list[int] | None = None) -> None:
         """The job's own range, or ``indices`` (pool aggregators it holds)."""
         self.aggregator.clear(self._connection(),
-                              job.aggregator_range() if indices is None else indices)
+                              job.aggregator_range() if indices is None else indices,
+                              self.pipe(job))
 
-    def _read_aggregators(self, job: AdmittedJob, indices: list[int]):
-        return self.aggregator.read(self._connection(), indices)
+    def _read_aggregators(self, job: AdmittedJob, indices: list[int]) -> list[AggregatorState]:
+        return self.aggregator.read(self._connection(), indices, self.pipe(job))
 
     def _release_pool(self, job: AdmittedJob) -> None:
         """Clear the pool lanes a removed job's chunks still hold: nothing else would ever
@@ -118,7 +97,7 @@ class SwitchController:
         self._clear_aggregators(job)
         self._write(writes)
         self.desired.allocator.add(job)
-        log.info("job %d admitted: slots %d..%d, %d workers", spec.id, job.slot_base,
+        log.info("job %d admitted: window at slots %d..%d, %d workers", spec.id, job.slot_base,
                  job.slot_base + spec.window - 1, len(spec.workers))
         return job
 
@@ -136,7 +115,7 @@ class SwitchController:
     def add_host(self, mac: str, port: int) -> None:
         """Forward frames for ``mac`` to ``port`` (hosts that are not workers of a job here)."""
         self.plan.add_host(mac, port)
-        self._sync_tables(self.l2.tables, self.plan.desired_entries())
+        self._sync_tables(self.plan.l2.tables, self.plan.desired_entries())
 
     def remove(self, job_id: int) -> None:
         """Stop a job's packets first (its jobs entry), then delete the rest and clear its
@@ -153,7 +132,7 @@ class SwitchController:
                        expected: int | None = None) -> AdmittedJob:
         """Change a running job's fan-in and/or expected set; the next packet sees it."""
         changed = self.plan.membership(job_id, fan_in, expected)
-        self._write([("modify", self.admission.job_entry(changed))])
+        self._write([("modify", self.plan.admission.job_entry(changed))])
         self.desired.allocator.jobs[job_id] = changed
         return changed
 
@@ -167,7 +146,8 @@ class SwitchController:
 
     def read_jobs(self) -> dict[int, JobConfig]:
         """The jobs table as the switch holds it."""
-        configs = map(self.admission.decode_job, self.read_entries(self.admission.jobs_table))
+        admission = self.plan.admission
+        configs = map(admission.decode_job, self.read_entries(admission.jobs_table))
         return {c.job_id: c for c in configs if c is not None}
 
     def read_entries(self, table: str) -> list[TableEntry]:
@@ -198,19 +178,19 @@ class SwitchController:
             result["management"] = self.aggregator.management(conn)
         return result
 
-    def read_slot(self, job_id: int, slot: int):
-        """Both shadow sets of one of a job's slots (two AggregatorState)."""
+    def read_slot(self, job_id: int, slot: int) -> tuple[AggregatorState, AggregatorState]:
+        """Both shadow sets of one of a job's slots."""
         job = self.plan.job(job_id)
         if not 0 <= slot < job.spec.window:
-            raise SpecError(f"job {job_id} has slots 0..{job.spec.window - 1}, not {slot}")
+            raise SpecError(f"job {job_id}'s window is slots 0..{job.spec.window - 1}, not {slot}")
         index = 2 * (job.slot_base + slot)
         a, b = self._read_aggregators(job, [index, index + 1])
         return a, b
 
     def status(self) -> dict:
         return {"ports": list(self.desired.ports),
-                "jobs": {jid: {"slots": [j.slot_base, j.slot_base + j.spec.window - 1],
-                               "borrowed": j.spec.borrow,
+                "jobs": {jid: {"window": [j.slot_base, j.slot_base + j.spec.window - 1],
+                               "borrow": j.spec.borrow,
                                "workers": len(j.spec.workers), "fan_in": j.spec.effective_fan_in,
                                "expected": f"{j.spec.effective_expected:#x}"}
                          for jid, j in sorted(self.jobs.items())},
@@ -235,9 +215,6 @@ class SwitchController:
 
     def save_state(self, path: str | Path) -> None:
         Path(path).write_text(self.desired.to_json() + "\n")
-
-    def _table_controls(self):
-        return self.plan.table_controls()
 
     def _sync_tables(self, tables, desired: list[TableEntry]) -> int:
         writes: list[Write] = []
