@@ -19,16 +19,15 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from ..dataplane import Dataplane
-from ..errors import SoftSwitchError, StateError, TableError
-from ..match_keys import BM_MAX_PRIORITY
-from ..program import load_program
-from ..switch import V1Switch
-from ..tables import MatchTable
+from ..core.errors import SoftSwitchError, StateError, TableError
+from ..core.match_keys import BM_MAX_PRIORITY
+from ..core.switch import Switch
+from ..core.tables import MatchTable
 from .pipeline import (
     ACTION,
     COUNTER,
@@ -48,6 +47,9 @@ from .pipeline import (
     to_int,
 )
 from .replication import ReplicationManager
+
+if TYPE_CHECKING:
+    from ..dataplane import Dataplane
 
 log = logging.getLogger("softswitch.p4runtime_server")
 
@@ -84,7 +86,7 @@ class DeviceManager:
         self.replication = ReplicationManager(dataplane)
 
     @property
-    def switch(self) -> V1Switch:
+    def switch(self) -> Switch:
         return self.dataplane.switch
 
     def _switch_lock(self):
@@ -125,7 +127,7 @@ class DeviceManager:
 
     def _prepare(self, config: pb.ForwardingPipelineConfig) -> _Pipeline:
         try:
-            program = load_program(config.p4_device_config)
+            program = self.dataplane.load_program(config.p4_device_config)
         except SoftSwitchError as exc:
             raise failed(code_pb2.UNKNOWN, f"Error in first phase of device update: {exc}") \
                 from None

@@ -16,7 +16,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from ..program import Program, TableSpec
+from ..core.program import Program, TableSpec
 
 # P4Runtime id prefixes (most significant byte of an id).
 ACTION, TABLE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER = (
