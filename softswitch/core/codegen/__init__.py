@@ -1,7 +1,8 @@
 """Generate one Python module per program: actions, parser, deparser, calculations, table keys and
 conditionals become plain functions over the packet header vector (``F``, ``V``) and the packet
 instance ``p``.  The module is compiled once per program and executed once per switch, with the
-switch's state objects (registers, counters, tables) and its target's globals bound as its globals.
+switch's state objects (registers, counters, tables) and the names its target's primitives use
+bound as its globals.
 
 Every construct the generator does not translate raises :class:`UnsupportedConstruct` here, at
 load time, naming the JSON node.
