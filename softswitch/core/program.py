@@ -26,7 +26,7 @@ from .layout import VALID_FIELD, Field, Layout
 SUPPORTED_MAJOR_VERSION = 2
 MATCH_KINDS = ("exact", "lpm", "ternary", "range")
 
-# Sections whose presence (non-empty) this target refuses, and why.
+# Sections whose presence (non-empty) the core refuses, whatever the target, and why.
 _REFUSED_SECTIONS = {
     "header_stacks": "header stacks",
     "header_union_types": "header unions",
