@@ -17,12 +17,11 @@ import sys
 import threading
 from pathlib import Path
 
+from .core.errors import SoftSwitchError
 from .dataplane import Dataplane
-from .errors import SoftSwitchError
 from .p4runtime_server import P4RuntimeServer
 from .ports import PortManager, parse_interface
-from .program import load_program
-from .switch import DEFAULT_DROP_PORT
+from .v1model import DEFAULT_DROP_PORT
 
 log = logging.getLogger("softswitch")
 
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     dataplane = Dataplane(args.device_id, targs.cpu_port, targs.drop_port)
     if args.config:
         try:
-            dataplane.install(load_program(Path(args.config).read_text()))
+            dataplane.install(dataplane.load_program(Path(args.config).read_text()))
         except (OSError, SoftSwitchError) as exc:
             print(f"Error: cannot load {args.config}: {exc}", file=sys.stderr)
             return 1

@@ -1,9 +1,12 @@
-"""The running switch as the ports and the P4Runtime server share it.
+"""The running switch as the ports and the P4Runtime server share it: here the v1model target
+(``simple_switch_grpc``'s part).  The ports and the server use only what any target's dataplane
+would offer (the switch and its generic objects, ``load_program``, ``install``, ``receive``,
+``packet_out``), so they run another target's dataplane unchanged.
 
 A pipeline push replaces the whole ``V1Switch``, multicast groups and clone sessions included.
 bmv2 resets its tables, registers and counters on a push, but not its replication engine, whose
 groups its P4Runtime server (PI) forgets: groups created after the push add their copies to the
-old ones. We do not model that (see softswitch/README.md, "Differences from bmv2"); the
+old ones. We do not model that (see softswitch/README.md, "P4Runtime"); the
 controller deletes groups before it pushes a pipeline, so both targets end up the same.
 Frames leaving on the CPU port go to the controller as P4Runtime PacketIn, like
 ``simple_switch_grpc --cpu-port``; every other frame goes to the port layer.
@@ -15,8 +18,8 @@ import gc
 import logging
 from collections.abc import Callable
 
-from .program import Program
-from .switch import DEFAULT_DROP_PORT, V1Switch
+from .core.program import Program
+from .v1model import DEFAULT_DROP_PORT, V1Switch, load_program
 
 log = logging.getLogger("softswitch")
 
@@ -40,6 +43,11 @@ class Dataplane:
     def set_packet_in(self, packet_in: Callable[[bytes], None] | None) -> None:
         """Where frames leaving on the CPU port go (the P4Runtime server)."""
         self._packet_in = packet_in
+
+    @staticmethod
+    def load_program(source: str | bytes) -> Program:
+        """Load a program for this dataplane's target (a pushed pipeline is loaded with it)."""
+        return load_program(source)
 
     def install(self, program: Program) -> V1Switch:
         """Start running ``program`` with fresh state."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from p4.v1 import p4runtime_pb2 as pb
 
 from .bmv2_files import Bmv2Files, bmv2_binary
+from .dataplane import Dataplane
 from .p4runtime_server import programmed_device
 
 Frames = Sequence[tuple[int, bytes]]
@@ -43,7 +44,7 @@ def bench_softswitch(json_text: str, p4info_text: str, frames: Frames,
     would change what the next one measures)."""
     best = None
     for _ in range(repeat):
-        process = programmed_device(json_text, p4info_text, writes).switch.process
+        process = programmed_device(Dataplane(), json_text, p4info_text, writes).switch.process
         start = time.perf_counter()
         for port, frame in frames:
             process(port, frame)

@@ -24,14 +24,17 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pktio.ring import open_ring
 from pktio.udp import UdpBatch, address
 
-from .dataplane import Dataplane
 from .pcap import PcapWriter
+
+if TYPE_CHECKING:
+    from .dataplane import Dataplane
 
 log = logging.getLogger("softswitch.ports")
 

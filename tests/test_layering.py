@@ -21,7 +21,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "protocol": set(),
     "pktio": set(),
     "host_lib": set(),  # the package itself; each module lives in one of its layers below
-    "softswitch": {"pktio"},
+    "softswitch": {"pktio"},  # its dataplane, ports and command stand on the floors below
+    "softswitch.core": set(),
+    "softswitch.v1model": {"softswitch.core"},
+    "softswitch.p4runtime_server": {"softswitch.core"},
     "host_lib.engine": {"protocol", "pktio"},
     "host_lib.scheduling": {"protocol", "host_lib.engine"},
     "host_lib.communicator": {"protocol", "pktio", "host_lib.engine", "host_lib.metrics"},

@@ -16,7 +16,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from ..program import Program, TableSpec
+from ..core.program import Program, TableSpec
 
 # P4Runtime id prefixes (most significant byte of an id).
 ACTION, TABLE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER = (
@@ -48,6 +48,12 @@ def invalid_id() -> P4RuntimeError:
     return invalid("Invalid P4 id")
 
 
+def check_id(p4_id: int, prefix: int) -> None:
+    """An id whose most significant byte names another kind of object is an invalid id."""
+    if p4_id >> 24 != prefix:
+        raise invalid_id()
+
+
 def check_update_type(kind: int) -> None:
     if kind == p4runtime_pb2.Update.UNSPECIFIED:
         raise invalid("Update type is not set")
@@ -68,6 +74,20 @@ def to_int(data: bytes, bitwidth: int) -> int:
 def to_bytes(value: int) -> bytes:
     """Canonical P4Runtime bytestring (no leading zero bytes, at least one byte)."""
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def new_entity(out: list[p4runtime_pb2.Entity]) -> p4runtime_pb2.Entity:
+    """A new entity of a ReadResponse, appended to ``out``."""
+    entity = p4runtime_pb2.Entity()
+    out.append(entity)
+    return entity
+
+
+def set_counter_data(data: p4runtime_pb2.CounterData, packets: int, nbytes: int) -> None:
+    """Both counts, whatever the counter's unit: bmv2 counts packets and bytes of every counter
+    and PI reports both, so a packets-only counter reads with its bytes there too."""
+    data.packet_count = packets
+    data.byte_count = nbytes
 
 
 def _name(preamble_name: str) -> str:

@@ -1,6 +1,6 @@
 """P4Runtime's PacketReplicationEngineEntry: multicast groups and clone sessions, with the checks,
 status codes and messages of PI's ``PreMcMgr`` and ``PreCloneMgr``, applied to the switch's
-packet replication engine (softswitch/pre.py).
+packet replication engine (softswitch/core/pre.py).
 
 The entries are kept as the client wrote them, so reads give back the port kind it used
 (``egress_port`` or ``port``), as PI does.  A clone session's replicas are a multicast group with
@@ -9,11 +9,15 @@ an id above the client's range, as in PI.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from ..dataplane import Dataplane
 from .pipeline import check_update_type, failed, invalid
+
+if TYPE_CHECKING:
+    from ..dataplane import Dataplane
 
 Update = pb.Update
 

@@ -5,12 +5,15 @@ with bmv2 programmed with the same requests)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2 as pb
 
-from ..dataplane import Dataplane
 from .device import DeviceManager
+
+if TYPE_CHECKING:
+    from ..dataplane import Dataplane
 
 
 def pipeline_request(json_text: str, p4info_text: str) -> pb.SetForwardingPipelineConfigRequest:
@@ -26,11 +29,11 @@ def write_request(updates: Sequence[pb.Update]) -> pb.WriteRequest:
     return pb.WriteRequest(device_id=0, updates=updates)
 
 
-def programmed_device(json_text: str, p4info_text: str,
+def programmed_device(dataplane: Dataplane, json_text: str, p4info_text: str,
                       writes: Sequence[pb.WriteRequest] = ()) -> DeviceManager:
-    """A device on a fresh :class:`Dataplane`, running the program with ``writes`` applied;
+    """A device on ``dataplane`` (a fresh one), running the program with ``writes`` applied;
     a failed update raises RuntimeError."""
-    manager = DeviceManager(Dataplane())
+    manager = DeviceManager(dataplane)
     req = pipeline_request(json_text, p4info_text)
     manager.set_pipeline(0, req.action, req.config)
     for w in writes:

@@ -14,6 +14,7 @@ import queue
 import threading
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf import any_pb2
@@ -21,9 +22,11 @@ from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
 
-from ..dataplane import Dataplane
 from .device import DeviceManager
 from .pipeline import P4RuntimeError
+
+if TYPE_CHECKING:
+    from ..dataplane import Dataplane
 
 log = logging.getLogger("softswitch.p4runtime_server")
 

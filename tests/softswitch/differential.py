@@ -11,6 +11,7 @@ import pytest
 from p4.v1 import p4runtime_pb2 as pb
 
 from softswitch.bmv2_files import Bmv2Files, bmv2_binary
+from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import programmed_device
 
 Outputs = dict[int, list[bytes]]
@@ -22,7 +23,7 @@ requires_bmv2 = pytest.mark.skipif(bmv2_binary() is None,
 def run_softswitch(json_text: str, p4info_text: str, writes: Sequence[pb.WriteRequest],
                    trace: Sequence[tuple[int, bytes]], ports: Sequence[int],
                    reads: Sequence[pb.Entity] = ()) -> tuple[Outputs, list[pb.Entity]]:
-    device = programmed_device(json_text, p4info_text, writes)
+    device = programmed_device(Dataplane(), json_text, p4info_text, writes)
     outputs: Outputs = {p: [] for p in ports}
     device.dataplane.set_transmit(lambda port, frame: outputs[port].append(frame)
                                   if port in outputs else None)

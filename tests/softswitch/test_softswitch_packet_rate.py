@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
 
+from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import programmed_device, write_request
 from softswitch.packet_rate import bench_bmv2, bench_softswitch, compare
 from tests.softswitch.differential import requires_bmv2
@@ -24,7 +25,8 @@ def _insert_write() -> pb.WriteRequest:
 
 
 def test_programmed_device_forwards_with_written_entry():
-    sw = programmed_device(program_json("tables"), p4info_text("tables"), [_insert_write()]).switch
+    sw = programmed_device(Dataplane(), program_json("tables"), p4info_text("tables"),
+                           [_insert_write()]).switch
     assert sw.process(0, key_frame(addr=1, port=2))[0][0] == 4
     assert sw.tables["IngressImpl.t_exact"].counter(0) == (1, len(key_frame()))
 
@@ -40,7 +42,7 @@ def test_bench_softswitch_counts_one_pass():
 
 def test_failed_write_is_reported():
     with pytest.raises(RuntimeError, match="Match entry exists"):
-        programmed_device(program_json("tables"), p4info_text("tables"),
+        programmed_device(Dataplane(), program_json("tables"), p4info_text("tables"),
                           [write_request([_insert(), _insert()])])
 
 

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
-import time
 from collections import deque
-from collections.abc import Callable
 
-from .errors import PacketDropped
-from .pre import PacketReplicationEngine
-from .program import Program
+from ..core.errors import PacketDropped
+from ..core.program import Program
+from ..core.switch import Switch
 from .runtime import (
     MIRROR_SESSION_ID_MASK,
     MIRROR_SESSION_VALID,
@@ -29,11 +26,8 @@ from .runtime import (
     PKT_INSTANCE_TYPE_RECIRC,
     PKT_INSTANCE_TYPE_REPLICATION,
     PKT_INSTANCE_TYPE_RESUBMIT,
-    RUNTIME_HELPERS,
-    Packet,
+    V1Packet,
 )
-from .stateful import CounterArray, DirectCounter, RegisterArray
-from .tables import MatchTable
 
 log = logging.getLogger("softswitch")
 
@@ -53,61 +47,19 @@ class _StdField:
         self.mask = (1 << width) - 1
 
 
-class V1Switch:
-    """One simple_switch instance running ``program``."""
+class V1Switch(Switch):
+    """One simple_switch instance running ``program`` (loaded by
+    :func:`softswitch.v1model.load_program`)."""
 
     def __init__(self, program: Program, *, drop_port: int = DEFAULT_DROP_PORT,
                  seed: int | None = None):
-        self.program = program
         self.drop_port = drop_port
-        self.lock = threading.RLock()
-        self._start = time.monotonic()
         self._rng = random.Random(seed)
+        super().__init__(program, {"_DROP_PORT": drop_port,
+                                   "_MIRROR_SESSION_VALID": MIRROR_SESSION_VALID,
+                                   "_randint": self._rng.randint})
+        ns = self.namespace
         layout = program.layout
-
-        ns: dict = dict(RUNTIME_HELPERS)
-        ns.update(program.constants)
-        ns["_DROP_PORT"] = drop_port
-        ns["_MIRROR_SESSION_VALID"] = MIRROR_SESSION_VALID
-        ns["_randint"] = self._rng.randint
-        ns["_header_equal"] = self._make_header_equal()
-        for codec in program.codecs.values():
-            codec.bind(ns)
-
-        self.registers: dict[str, RegisterArray] = {}
-        for info in program.registers.values():
-            reg = RegisterArray(info.name, info.size, info.bitwidth, self.lock)
-            self.registers[info.name] = reg
-            ns[info.gname] = reg.values
-        self.counters: dict[str, CounterArray | DirectCounter] = {}
-        for info in program.counters.values():
-            if info.is_direct:
-                continue
-            ctr = CounterArray(info.name, info.size, self.lock)
-            self.counters[info.name] = ctr
-            ns[info.gname + "_p"] = ctr.packets
-            ns[info.gname + "_b"] = ctr.bytes
-
-        exec(program.code, ns)  # noqa: S102 -- our own generated module
-        self._ns = ns
-
-        self.tables: dict[str, MatchTable] = {
-            name: MatchTable(spec, program, ns, self.lock) for name, spec in program.tables.items()}
-        for table in self.tables.values():
-            ns[f"_TABLE{table.spec.id}"] = table
-            ns[f"_LOOKUP{table.spec.id}"] = table.lookup
-        nodes = {name: ns[fname] for name, fname in program.node_functions.items()}
-        for table in self.tables.values():
-            table.resolve(nodes)
-        for info in program.counters.values():
-            if info.is_direct:
-                t = self.tables.get(info.binding or "")
-                if t is None:
-                    continue
-                self.counters[info.name] = DirectCounter(info.name, t.name, t.counter,
-                                                         t.set_counter, t.reset_counters)
-        self.pre = PacketReplicationEngine(self.lock)
-
         self._parse = ns[program.parsers["parser"]]
         self._deparse = ns[program.deparsers["deparser"]]
         self._verify = ns["_VERIFY"]
@@ -121,7 +73,7 @@ class V1Switch:
                                  for h in layout.headers if h.metadata and h.fields]
         self._field_lists = program.field_lists
         std = {name: (None if f is None else _StdField(f.index, f.width))
-               for name, f in program.std.items()}
+               for name, f in program.arch_fields.items()}
         self._f_ingress_port = std["standard_metadata.ingress_port"]
         self._f_packet_length = std["standard_metadata.packet_length"]
         self._f_instance_type = std["standard_metadata.instance_type"]
@@ -139,23 +91,7 @@ class V1Switch:
         self._queueing = queueing if all(queueing) else None
         self._f_qid = std["queueing_metadata.qid"]
 
-    def _make_header_equal(self) -> Callable:
-        spans = {h.vindex: (h.fields[0].index if h.fields else 0,
-                            h.fields[-1].index + 1 if h.fields else 0)
-                 for h in self.program.layout.headers}
-
-        def header_equal(F, V, a, b):
-            if not (V[a] and V[b]):
-                return False
-            (a0, a1), (b0, b1) = spans[a], spans[b]
-            return F[a0:a1] == F[b0:b1]
-
-        return header_equal
-
     # -- helpers --------------------------------------------------------------------------------
-
-    def now_us(self) -> int:
-        return int((time.monotonic() - self._start) * 1e6)
 
     @staticmethod
     def _set(F: list, f: _StdField | None, value: int) -> None:
@@ -170,15 +106,8 @@ class V1Switch:
         for i in self._field_lists.get(field_list, ()):
             dst[i] = src[i]
 
-    def _fresh(self, frame: bytes, ingress_port: int, ingress_length: int) -> Packet:
-        return Packet(self._F0[:], self._V0[:], frame, ingress_port, ingress_length)
-
-    @staticmethod
-    def _run(node, F, V, p) -> None:
-        while node is not None:
-            if p.exit:
-                break
-            node = node(F, V, p)
+    def _fresh(self, frame: bytes, ingress_port: int, ingress_length: int) -> V1Packet:
+        return V1Packet(self._F0[:], self._V0[:], frame, ingress_port, ingress_length)
 
     # -- the packet path ------------------------------------------------------------------------
 
@@ -196,8 +125,8 @@ class V1Switch:
             F[self._f_instance_type.index] = PKT_INSTANCE_TYPE_NORMAL
             self._set(F, self._f_ingress_ts, self.now_us())
             out: list[tuple[int, bytes]] = []
-            ingress_q: deque[Packet] = deque([p])
-            egress_q: deque[Packet] = deque()
+            ingress_q: deque[V1Packet] = deque([p])
+            egress_q: deque[V1Packet] = deque()
             passes = 0
             while ingress_q or egress_q:
                 passes += 1
@@ -214,14 +143,14 @@ class V1Switch:
                     log.error("packet dropped: %s", exc)
             return out
 
-    def _ingress(self, p: Packet, ingress_q: deque, egress_q: deque) -> None:
+    def _ingress(self, p: V1Packet, ingress_q: deque, egress_q: deque) -> None:
         F, V = p.F, p.V
         ingress_size = p.length
         self._parse(F, V, p, p.frame)
         self._set(F, self._f_parser_error, p.parser_error)
         checksum_bad = self._verify(F, V, p)
         self._set(F, self._f_checksum_error, 1 if checksum_bad else 0)
-        self._run(self._ingress_start, F, V, p)
+        self.run(self._ingress_start, F, V, p)
         p.exit = False
         egress_spec = F[self._f_egress_spec.index]
         mgid = F[self._f_mcast_grp.index] if self._f_mcast_grp else 0
@@ -260,21 +189,21 @@ class V1Switch:
         F[self._f_instance_type.index] = PKT_INSTANCE_TYPE_NORMAL
         self._enqueue(p, egress_spec, egress_q)
 
-    def _send_clone(self, copy: Packet, config, egress_q: deque) -> None:
+    def _send_clone(self, copy: V1Packet, config, egress_q: deque) -> None:
         if config.mgid is not None:
             self._multicast(copy, config.mgid, egress_q)
         if config.egress_port is not None:
             self._enqueue(copy, config.egress_port, egress_q)
 
-    def _multicast(self, p: Packet, mgid: int, egress_q: deque) -> None:
+    def _multicast(self, p: V1Packet, mgid: int, egress_q: deque) -> None:
         for port, rid in self.pre.replicate(mgid):
             self._set(p.F, self._f_egress_rid, rid)
-            copy = Packet(p.F[:], p.V[:], p.frame, p.ingress_port, p.ingress_length)
+            copy = V1Packet(p.F[:], p.V[:], p.frame, p.ingress_port, p.ingress_length)
             copy.payload = p.payload
             copy.length = p.length
             self._enqueue(copy, port, egress_q)
 
-    def _enqueue(self, p: Packet, port: int, egress_q: deque) -> None:
+    def _enqueue(self, p: V1Packet, port: int, egress_q: deque) -> None:
         p.egress_port = port
         F = p.F
         if self._f_priority is not None and F[self._f_priority.index] >= 1:
@@ -286,7 +215,7 @@ class V1Switch:
             self._set(F, self._queueing[1], 0)
         egress_q.append(p)
 
-    def _egress(self, p: Packet, ingress_q: deque, egress_q: deque, out: list) -> None:
+    def _egress(self, p: V1Packet, ingress_q: deque, egress_q: deque, out: list) -> None:
         F, V = p.F, p.V
         now = self.now_us()
         self._set(F, self._f_egress_ts, now)
@@ -302,7 +231,7 @@ class V1Switch:
         F[f.index] = (self.drop_port + 1) & f.mask
         f = self._f_packet_length
         F[f.index] = p.length & f.mask
-        self._run(self._egress_start, F, V, p)
+        self.run(self._egress_start, F, V, p)
 
         if p.clone_session:
             session = p.clone_session & MIRROR_SESSION_ID_MASK
@@ -311,7 +240,7 @@ class V1Switch:
             config = self.pre.clone_session(session)
             if config is not None:
                 # The clone carries the headers as egress left them, metadata reset.
-                copy = Packet(F[:], V[:], p.frame, p.ingress_port, p.ingress_length)
+                copy = V1Packet(F[:], V[:], p.frame, p.ingress_port, p.ingress_length)
                 copy.payload = p.payload
                 self._reset_metadata(copy.F)
                 self._copy_field_list(copy.F, F, field_list)
@@ -331,17 +260,3 @@ class V1Switch:
             ingress_q.append(copy)
             return
         out.append((p.egress_port, data[:p.truncated_length]))
-
-    # -- whole-switch control -------------------------------------------------------------------
-
-    def reset_state(self) -> None:
-        """Clear every table entry, register, counter and PRE entry (bmv2's reset_state)."""
-        with self.lock:
-            for t in self.tables.values():
-                t.reset()
-                t.reset_counters()
-            for r in self.registers.values():
-                r.reset()
-            for c in self.counters.values():
-                c.reset()
-            self.pre.reset()

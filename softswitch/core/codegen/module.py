@@ -19,7 +19,8 @@ from .source import Source
 class ModuleGenerator:
     """Builds the module source for one bmv2 JSON program."""
 
-    def __init__(self, root: dict, layout: Layout):
+    def __init__(self, root: dict, layout: Layout,
+                 primitives: type[PrimitiveGenerator] = PrimitiveGenerator):
         self.root = root
         self.layout = layout
         self.src = Source()
@@ -52,7 +53,7 @@ class ModuleGenerator:
         self.actions: dict[int, ActionInfo] = {}
         self.action_bodies: dict[int, list[str]] = {}  # for inlining (see controlflow.py)
         self.deferred: list[str] = []  # module-level statements emitted after all functions
-        self.primitives = PrimitiveGenerator(self)
+        self.primitives = primitives(self)
 
     def generate(self) -> tuple[dict[str, str], dict[str, str]]:
         """Emit every function but the control flow's; returns the parser and the deparser entry

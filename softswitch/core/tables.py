@@ -1,8 +1,7 @@
-"""Match-action tables: control-plane entry management and the per-packet lookup.
+"""Match-action tables: control-plane entry management, default entries and direct counters.
 
-Semantics follow bmv2's match units: an exact table matches one key; an LPM table picks the longest
-prefix among matching entries; ternary and range tables pick the matching entry with the highest
-priority, ties going to the entry with the smallest handle (bmv2 reuses the smallest free handle).
+The per-packet lookup is the table's match unit (match_units.py), an index kept in step with the
+entries; handles are reused smallest first, as bmv2 reuses them.
 
 Priorities in this API are P4Runtime priorities (a larger number wins).  bmv2's own convention is
 the opposite; const entries from the JSON carry bmv2 priorities and are converted the way
@@ -15,7 +14,6 @@ checks and compiles the match the control plane gives).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,13 +23,14 @@ from .codegen import ActionInfo
 from .errors import TableError
 from .expressions import parse_hexstr
 from .match_keys import (
-    BM_MAX_PRIORITY,
     MatchSpec,
     check_priority,
     compile_match,
-    normalize_field,
+    const_entry_match,
+    match_view,
     normalize_match,
 )
+from .match_units import MATCH_UNITS
 from .program import Program, TableSpec
 
 
@@ -79,14 +78,9 @@ class MatchTable:
         self._immutable = False
         self._count = spec.direct_counter is not None
         self._nodes: dict[str, Callable] = {}
-        self._exact: dict[int, _Entry] = {}
-        self._lpm: list[tuple[int, dict[int, _Entry]]] = []
-        self._sorted: list[tuple] = []  # (-priority, handle, entry) for ternary/range tables
-        self._scan: list[tuple] = []  # (mask, value, entry) in match order
+        self._unit = MATCH_UNITS[spec.match_type]()
         #: key (the concatenated key elements) -> matching entry or None; generated code calls it
-        self.lookup = {"exact": self._exact.get, "lpm": self._lookup_lpm,
-                       "ternary": self._lookup_ternary, "range": self._lookup_range
-                       }[spec.match_type]
+        self.lookup = self._unit.lookup
         self.default = _Entry()
         self._default_default = (None, ())
 
@@ -131,40 +125,6 @@ class MatchTable:
             info = self._program.actions[action_id]
             e.action, e.fn, e.data = info, self._namespace[info.fname], data
             e.next = self._next_for(action_id, True)
-
-    # -- packet path ----------------------------------------------------------------------------
-
-    def _lookup_lpm(self, k):
-        for mask, entries in self._lpm:
-            e = entries.get(k & mask)
-            if e is not None:
-                return e
-        return None
-
-    def _lookup_ternary(self, k):
-        for mask, value, e in self._scan:
-            if k & mask == value:
-                return e
-        return None
-
-    def _lookup_range(self, k):
-        for mask, value, e in self._scan:
-            if k & mask == value:
-                for shift, wmask, lo, hi in e.ranges:
-                    if not lo <= (k >> shift) & wmask <= hi:
-                        break
-                else:
-                    return e
-        return None
-
-    # -- entries (match specifications: match_keys.py) ------------------------------------------
-
-    def _identity(self, mask: int, value: int, ranges: tuple, priority: int) -> tuple:
-        if self.spec.match_type == "exact":
-            return (value,)
-        if self.spec.match_type == "lpm":
-            return (mask, value)
-        return (mask, value, ranges, priority)
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -214,7 +174,7 @@ class MatchTable:
                 is_const: bool) -> int:
         data = self._action_data(info, params)
         mask, value, ranges = compile_match(self.spec.keys, fields)
-        identity = self._identity(mask, value, ranges, priority)
+        identity = self._unit.identity(mask, value, ranges, priority)
         if identity in self._by_identity:
             raise TableError("DUPLICATE_ENTRY", f"table {self.name!r} already has an entry "
                              "with this match key")
@@ -231,69 +191,16 @@ class MatchTable:
         self._set_action(e, info, data)
         self._entries[e.handle] = e
         self._by_identity[identity] = e
-        self._index_add(e)
+        self._unit.add(e)
         return e.handle
 
     def _set_action(self, e: _Entry, info: ActionInfo, data: tuple) -> None:
         e.action, e.fn, e.data = info, self._namespace[info.fname], data
         e.next = self._next_for(info.id, False)
 
-    def _index_add(self, e: _Entry) -> None:
-        kind = self.spec.match_type
-        if kind == "exact":
-            self._exact[e.value] = e
-        elif kind == "lpm":
-            for m, entries in self._lpm:
-                if m == e.mask:
-                    entries[e.value] = e
-                    break
-            else:
-                self._lpm.append((e.mask, {e.value: e}))
-                # Longer prefixes first; within an LPM table only the LPM element's mask varies.
-                self._lpm.sort(key=lambda item: -bin(item[0]).count("1"))
-        else:
-            bisect.insort(self._sorted, (-e.priority, e.handle, e))
-            self._rescan()
-
-    def _rescan(self) -> None:
-        self._scan[:] = [(e.mask, e.value, e) for _, _, e in self._sorted]
-
-    def _index_remove(self, e: _Entry) -> None:
-        kind = self.spec.match_type
-        if kind == "exact":
-            del self._exact[e.value]
-        elif kind == "lpm":
-            for i, (m, entries) in enumerate(self._lpm):
-                if m == e.mask:
-                    del entries[e.value]
-                    if not entries:
-                        del self._lpm[i]
-                    break
-        else:
-            self._sorted.remove((-e.priority, e.handle, e))
-            self._rescan()
-
     def _add_const(self, node: dict) -> None:
-        """An entry of the JSON ``entries`` list (key in JSON hexstr form, bmv2 priority)."""
-        fields = []
-        for k, m in zip(self.spec.keys, node["match_key"], strict=True):
-            kind = m["match_type"]
-            if kind == "exact":
-                fields.append(normalize_field(k, parse_hexstr(m["key"])))
-            elif kind == "lpm":
-                fields.append(normalize_field(k, (parse_hexstr(m["key"]),
-                                                        int(m["prefix_length"]))))
-            elif kind == "ternary":
-                v, mask = parse_hexstr(m["key"]), parse_hexstr(m["mask"])
-                fields.append(normalize_field(k, (v & mask, mask)))
-            elif kind == "range":
-                fields.append(normalize_field(k, (parse_hexstr(m["start"]),
-                                                        parse_hexstr(m["end"]))))
-            else:
-                raise TableError("BAD_MATCH_KEY", f"const entry match type {kind!r}")
-        priority = 0
-        if self.spec.needs_priority:
-            priority = BM_MAX_PRIORITY - int(node.get("priority", 0))
+        """An entry of the JSON ``entries`` list."""
+        fields, priority = const_entry_match(self.spec, node)
         act = node["action_entry"]
         info = self._program.actions[int(act["action_id"])]
         data = [parse_hexstr(x) for x in act.get("action_data", [])]
@@ -308,8 +215,8 @@ class MatchTable:
             return e
         fields = normalize_match(self.spec, match)
         mask, value, ranges = compile_match(self.spec.keys, fields)
-        e = self._by_identity.get(self._identity(mask, value, ranges,
-                                                 check_priority(self.spec, priority)))
+        e = self._by_identity.get(self._unit.identity(mask, value, ranges,
+                                                      check_priority(self.spec, priority)))
         if e is None:
             raise TableError("INVALID_HANDLE", f"table {self.name!r} has no entry with this "
                              "match key")
@@ -338,7 +245,7 @@ class MatchTable:
     def _remove(self, e: _Entry) -> None:
         del self._entries[e.handle]
         del self._by_identity[e.identity]
-        self._index_remove(e)
+        self._unit.remove(e)
         heapq.heappush(self._free_handles, e.handle)
 
     def clear(self) -> None:
@@ -411,16 +318,7 @@ class MatchTable:
                 e.packets = e.bytes = 0
 
     def _view(self, e: _Entry) -> TableEntry:
-        match = {}
-        for k, f in zip(self.spec.keys, e.fields if e is not self.default else (), strict=False):
-            if f[0] == "exact":
-                match[k.name] = f[1]
-            elif f[0] == "lpm":
-                match[k.name] = None if f[2] == 0 else (f[1], f[2])
-            elif f[0] == "ternary":
-                match[k.name] = None if f[2] == 0 else (f[1], f[2])
-            else:
-                match[k.name] = None if (f[1], f[2]) == (0, (1 << k.width) - 1) else (f[1], f[2])
+        match = match_view(self.spec.keys, e.fields) if e is not self.default else {}
         info = e.action
         params = {} if info is None else {n: v for (n, _), v in zip(info.params, e.data, strict=True)}
         return TableEntry(e.handle, match, e.priority, "" if info is None else info.name, params,

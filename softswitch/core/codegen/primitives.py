@@ -1,7 +1,13 @@
 """Actions and the primitives they call (bmv2 keeps these in actions.cpp and primitives): each
 action becomes ``_A<id>(F, V, p, D)`` with ``D`` its action data, and its statements are kept for
 the control flow to inline (controlflow.py).  Primitive ``op`` is translated by ``_p_<op>``, whose
-parameters after ``ec, prim`` are the primitive's, in order; their number is checked."""
+parameters after ``ec, prim`` are the primitive's, in order; their number is checked.
+
+Here are the primitives no target owns: bmv2's core ones (``assign``, ``assign_header``,
+``exit``, the jumps, ``log_msg``, ``assert``, ``assume``), the header validity changes p4c emits
+for every architecture (``add_header``, ``remove_header``) and the accesses to the JSON's register
+and counter arrays.  A target translates its own primitives in a subclass, which its
+:class:`~softswitch.core.program.Architecture` names (v1model's: ``softswitch/v1model``)."""
 
 from __future__ import annotations
 
@@ -205,71 +211,8 @@ class PrimitiveGenerator:
             return [f"p.length -= {h.nbytes}"]
         return [f"if V[{h.vindex}]:", f"    p.length -= {h.nbytes}", f"    V[{h.vindex}] = False"]
 
-    def _p_mark_to_drop(self, ec, prim, hdr):
-        h = self.header_of(hdr, prim)
-        names = {f.name: f for f in h.fields}
-        if "egress_spec" not in names:
-            raise ProgramError(f"mark_to_drop: header {h.name!r} has no egress_spec field", prim)
-        spec = names["egress_spec"]
-        lines = [f"F[{spec.index}] = {normalize_code(Expr('_DROP_PORT', DATA), spec.width, spec.signed)}"]
-        if "mcast_grp" in names:
-            lines.append(f"F[{names['mcast_grp'].index}] = 0")
-        return lines
-
     def _p_exit(self, ec, prim):
         return ["p.exit = True"]
-
-    def _clone(self, ec, prim, session, field_list):
-        s = self.gen.data_param(ec, session, prim)
-        fl = self.gen.const_param(field_list, prim)
-        self.check_field_list(fl, prim)
-        return [f"p.clone_session = ({s.code} & 0xffff) | _MIRROR_SESSION_VALID",
-                f"p.clone_field_list = {fl & 0xFFFF}"]
-
-    def _p_clone_ingress_pkt_to_egress(self, ec, prim, session, field_list):
-        return self._clone(ec, prim, session, field_list)
-
-    def _p_clone_egress_pkt_to_egress(self, ec, prim, session, field_list):
-        return self._clone(ec, prim, session, field_list)
-
-    def check_field_list(self, fl: int, prim: dict) -> None:
-        if fl and fl not in self.gen.field_lists:
-            raise ProgramError(f"unknown field list id {fl}", prim)
-
-    def _p_resubmit(self, ec, prim, field_list):
-        fl = self.gen.const_param(field_list, prim)
-        self.check_field_list(fl, prim)
-        return [f"p.resubmit = {fl & 0xFFFF}"]
-
-    def _p_recirculate(self, ec, prim, field_list):
-        fl = self.gen.const_param(field_list, prim)
-        self.check_field_list(fl, prim)
-        return [f"p.recirculate = {fl & 0xFFFF}"]
-
-    def _p_truncate(self, ec, prim, length):
-        n = self.gen.data_param(ec, length, prim)
-        return [f"_l = {n.code}", "if _l < p.truncated_length:", "    p.truncated_length = _l"]
-
-    def _p_modify_field_rng_uniform(self, ec, prim, dst, lo, hi):
-        f = self.gen.field_of(dst, prim)
-        a, b = self.gen.data_param(ec, lo, prim), self.gen.data_param(ec, hi, prim)
-        value = Expr("_randint(_lo, _hi)", DATA, 64)
-        return [f"_lo = {a.code} & 0xffffffffffffffff", f"_hi = {b.code} & 0xffffffffffffffff",
-                "if _lo <= _hi:", f"    F[{f.index}] = {store_code(f, value)}"]
-
-    def _p_modify_field_with_hash_based_offset(self, ec, prim, dst, base, calc, size):
-        f = self.gen.field_of(dst, prim)
-        if calc.get("type") != "calculation" or calc["value"] not in self.gen.calculations:
-            raise ProgramError("modify_field_with_hash_based_offset needs a known calculation",
-                               prim)
-        c = self.gen.calculations[calc["value"]]
-        b, s = self.gen.data_param(ec, base, prim), self.gen.data_param(ec, size, prim)
-        if s.const is not None:
-            modulus = str(s.const or 1)
-        else:
-            modulus = f"({s.code} or 1)"
-        value = Expr(f"(({c.gname}(F, V, p) % {modulus}) + {b.code})", DATA)
-        return [f"F[{f.index}] = {store_code(f, value)}"]
 
     def _index(self, ec, prim, idx) -> str:
         """Statement binding ``_i`` to an index converted as bmv2's ``Data::get_uint()`` does."""

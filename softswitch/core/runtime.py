@@ -1,4 +1,5 @@
-"""Per-packet state and the helper functions that generated code calls."""
+"""Per-packet state and the helper functions that generated code calls (what every target's
+packets have; a target keeps its own per-packet state in a subclass of :class:`Packet`)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,16 @@ from .errors import PacketDropped
 
 log = logging.getLogger("softswitch")
 
-# standard_metadata.instance_type values, as simple_switch sets them.
-PKT_INSTANCE_TYPE_NORMAL = 0
-PKT_INSTANCE_TYPE_INGRESS_CLONE = 1
-PKT_INSTANCE_TYPE_EGRESS_CLONE = 2
-PKT_INSTANCE_TYPE_RECIRC = 4
-PKT_INSTANCE_TYPE_REPLICATION = 5
-PKT_INSTANCE_TYPE_RESUBMIT = 6
-
-# simple_switch keeps the clone session id with bit 15 set so that session 0 can be cloned to.
-MIRROR_SESSION_VALID = 1 << 15
-MIRROR_SESSION_ID_MASK = 0x7FFF
-NO_TRUNCATION = 1 << 62
-
 
 class Packet:
     """One packet instance on its way through the switch.
 
-    ``F``/``V`` are the packet header vector (see :mod:`softswitch.layout`); the other slots mirror
-    the per-packet registers simple_switch keeps outside of the PHV.
+    ``F``/``V`` are the packet header vector (see :mod:`softswitch.core.layout`); the other slots
+    are what the generated code and the tables read and write outside of the PHV.
     """
 
     __slots__ = ("F", "V", "frame", "payload", "ingress_port", "ingress_length", "length",
-                 "egress_port", "clone_session", "clone_field_list", "resubmit", "recirculate",
-                 "exit", "truncated_length", "parser_error")
+                 "egress_port", "exit", "parser_error")
 
     def __init__(self, F: list, V: list, frame: bytes, ingress_port: int, ingress_length: int):
         self.F = F
@@ -40,14 +27,9 @@ class Packet:
         self.payload = frame  # what follows the parsed headers (set by the parser)
         self.ingress_port = ingress_port
         self.ingress_length = ingress_length  # bytes counted by counters
-        self.length = ingress_length  # simple_switch's packet-length register
+        self.length = ingress_length  # its length now: added and removed headers change it
         self.egress_port = 0
-        self.clone_session = 0
-        self.clone_field_list = 0
-        self.resubmit = 0
-        self.recirculate = 0
         self.exit = False
-        self.truncated_length = NO_TRUNCATION
         self.parser_error = 0
 
 

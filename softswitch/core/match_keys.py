@@ -1,13 +1,15 @@
 """Match specifications of the table API (tables.py): the match of an entry, given per key
 element, checked against the element's width and compiled into ``(mask, value, ranges)`` over the
 table key (the key elements concatenated, most significant first), as bmv2's match units check and
-build their keys.  Priorities are P4Runtime priorities (a larger number wins)."""
+build their keys; the match of a const entry of the JSON; and the match of an entry read back.
+Priorities are P4Runtime priorities (a larger number wins)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from .errors import TableError
+from .expressions import parse_hexstr
 from .program import KeySpec, TableSpec
 
 BM_MAX_PRIORITY = (1 << 31) - 1
@@ -113,3 +115,38 @@ def check_priority(spec: TableSpec, priority: int | None) -> int:
         raise TableError("BAD_MATCH_KEY", f"table {spec.name!r} ({spec.match_type} "
                          "match) does not take priorities")
     return 0
+
+
+def const_entry_match(spec: TableSpec, node: dict) -> tuple[list[tuple], int]:
+    """The normalized match and the priority of an entry of the JSON ``entries`` list, whose key
+    is in hexstr form and whose priority is bmv2's (converted the way simple_switch_grpc's PI
+    layer converts it)."""
+    fields = []
+    for k, m in zip(spec.keys, node["match_key"], strict=True):
+        kind = m["match_type"]
+        if kind == "exact":
+            fields.append(normalize_field(k, parse_hexstr(m["key"])))
+        elif kind == "lpm":
+            fields.append(normalize_field(k, (parse_hexstr(m["key"]), int(m["prefix_length"]))))
+        elif kind == "ternary":
+            v, mask = parse_hexstr(m["key"]), parse_hexstr(m["mask"])
+            fields.append(normalize_field(k, (v & mask, mask)))
+        elif kind == "range":
+            fields.append(normalize_field(k, (parse_hexstr(m["start"]), parse_hexstr(m["end"]))))
+        else:
+            raise TableError("BAD_MATCH_KEY", f"const entry match type {kind!r}")
+    priority = BM_MAX_PRIORITY - int(node.get("priority", 0)) if spec.needs_priority else 0
+    return fields, priority
+
+
+def match_view(keys: list[KeySpec], fields: Sequence[tuple]) -> dict[str, object]:
+    """A normalized match in the form the table API takes it, a wildcard as None."""
+    match: dict[str, object] = {}
+    for k, f in zip(keys, fields, strict=True):
+        if f[0] == "exact":
+            match[k.name] = f[1]
+        elif f[0] in ("lpm", "ternary"):
+            match[k.name] = None if f[2] == 0 else (f[1], f[2])
+        else:
+            match[k.name] = None if (f[1], f[2]) == (0, (1 << k.width) - 1) else (f[1], f[2])
+    return match

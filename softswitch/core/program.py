@@ -1,11 +1,24 @@
-"""Load a bmv2 JSON program (v1model / simple_switch) into a compiled, switch-independent form."""
+"""Load a bmv2 JSON program into a compiled form that no target is built into.
+
+What a target needs of a program beyond the JSON's own objects (the metadata fields it reads and
+writes by name, the parsers and pipelines it runs, the primitives its actions may call) it
+declares in an :class:`Architecture`, as bmv2's targets declare their required fields to the
+core; the loader checks the program against it and generates the code with its primitives.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
-from .codegen import ActionInfo, ControlFlowGenerator, CounterInfo, ModuleGenerator, RegisterInfo
+from .codegen import (
+    ActionInfo,
+    ControlFlowGenerator,
+    CounterInfo,
+    ModuleGenerator,
+    PrimitiveGenerator,
+    RegisterInfo,
+)
 from .errors import ProgramError, UnsupportedConstruct
 from .expressions import parse_hexstr
 from .layout import VALID_FIELD, Field, Layout
@@ -13,7 +26,7 @@ from .layout import VALID_FIELD, Field, Layout
 SUPPORTED_MAJOR_VERSION = 2
 MATCH_KINDS = ("exact", "lpm", "ternary", "range")
 
-# Sections whose presence (non-empty) this target refuses, and why.
+# Sections whose presence (non-empty) the core refuses, whatever the target, and why.
 _REFUSED_SECTIONS = {
     "header_stacks": "header stacks",
     "header_union_types": "header unions",
@@ -90,7 +103,7 @@ class Program:
     parsers: dict[str, str]
     deparsers: dict[str, str]
     errors: dict[str, int]
-    std: dict[str, Field | None]  # target-level field names (simple_switch's) -> field
+    arch_fields: dict[str, Field | None]  # the architecture's field names -> field (or None)
 
     def action_by_name(self, table: TableSpec, name: str) -> ActionInfo:
         for aid in table.action_ids:
@@ -99,22 +112,23 @@ class Program:
         raise KeyError(name)
 
 
-# Target-level metadata simple_switch reads or writes (after field aliases are applied).
-_REQUIRED_FIELDS = ("standard_metadata.ingress_port", "standard_metadata.packet_length",
-                    "standard_metadata.instance_type", "standard_metadata.egress_spec",
-                    "standard_metadata.egress_port")
-_OPTIONAL_FIELDS = ("standard_metadata.parser_error", "standard_metadata.checksum_error",
-                    "intrinsic_metadata.ingress_global_timestamp",
-                    "intrinsic_metadata.egress_global_timestamp", "intrinsic_metadata.mcast_grp",
-                    "intrinsic_metadata.egress_rid", "intrinsic_metadata.priority",
-                    "queueing_metadata.enq_timestamp", "queueing_metadata.enq_qdepth",
-                    "queueing_metadata.deq_timedelta", "queueing_metadata.deq_qdepth",
-                    "queueing_metadata.qid")
+@dataclass(frozen=True)
+class Architecture:
+    """What a target asks of the programs it runs."""
+
+    name: str  # as messages name the target
+    required_fields: tuple[str, ...]  # header.field names (field aliases apply) it must have
+    optional_fields: tuple[str, ...]  # names it uses when the program has them
+    parsers: tuple[str, ...]  # the parsers, deparsers and pipelines it runs, by name
+    deparsers: tuple[str, ...]
+    pipelines: tuple[str, ...]
+    primitives: type[PrimitiveGenerator] = PrimitiveGenerator  # with the target's own primitives
 
 
-def load_program(source: dict | str | bytes) -> Program:
-    """Load bmv2 JSON (a parsed dict, or JSON text) and compile it.  Raises
-    :class:`~softswitch.errors.UnsupportedConstruct` for any construct this target does not run."""
+def load_program(source: dict | str | bytes, arch: Architecture) -> Program:
+    """Load bmv2 JSON (a parsed dict, or JSON text) for a target of architecture ``arch`` and
+    compile it.  Raises :class:`~softswitch.core.errors.UnsupportedConstruct` for any construct
+    the core or the target does not run."""
     if isinstance(source, (str, bytes, bytearray)):
         try:
             root = json.loads(source)
@@ -131,7 +145,7 @@ def load_program(source: dict | str | bytes) -> Program:
             raise UnsupportedConstruct(what, first, f"JSON section {key!r} is not empty")
 
     layout = Layout(root)
-    gen = ModuleGenerator(root, layout)
+    gen = ModuleGenerator(root, layout, arch.primitives)
     parsers, deparsers = gen.generate()
 
     tables: dict[str, TableSpec] = {}
@@ -149,25 +163,26 @@ def load_program(source: dict | str | bytes) -> Program:
             tables[spec.name] = spec
     pipelines, node_functions = ControlFlowGenerator(gen, pipes, tables).generate()
 
-    std = {}
-    for name in _REQUIRED_FIELDS:
+    arch_fields = {}
+    for name in arch.required_fields:
         f = layout.find(name)
         if f is None:
             raise ProgramError(f"required field {name!r} is missing from the program")
-        std[name] = f
-    for name in _OPTIONAL_FIELDS:
-        std[name] = layout.find(name)
-    for what, names in (("parser", parsers), ("deparser", deparsers), ("pipeline", pipelines)):
-        needed = ("ingress", "egress") if what == "pipeline" else (what,)
+        arch_fields[name] = f
+    for name in arch.optional_fields:
+        arch_fields[name] = layout.find(name)
+    for what, names, needed in (("parser", parsers, arch.parsers),
+                                ("deparser", deparsers, arch.deparsers),
+                                ("pipeline", pipelines, arch.pipelines)):
         for n in needed:
             if n not in names:
-                raise ProgramError(f"simple_switch needs a {what} named {n!r}")
+                raise ProgramError(f"{arch.name} needs a {what} named {n!r}")
 
     source_text = gen.finish()
     code = compile(source_text, "<softswitch generated program>", "exec")
     return Program(root, layout, code, source_text, gen.constants, gen.codecs, gen.actions,
                    tables, pipelines, node_functions, gen.registers, gen.counters,
-                   gen.field_lists, parsers, deparsers, gen.errors, std)
+                   gen.field_lists, parsers, deparsers, gen.errors, arch_fields)
 
 
 def _check_version(root: dict) -> None:
