@@ -144,7 +144,8 @@ def summary(result: dict) -> list[str]:
         if "bound_ms" in r:
             extra += (f"; bound {r['bound_ms']:.1f} ms (compute {r['bound_compute_ms']:.1f} + "
                       f"comm {r['bound_comm_ms']:.1f} without stragglers); sa-atp = "
-                      f"{r['sa_atp_vs_bound']:.2f}x the bound ({r['sa_atp_vs_straggler_tail_bound']:.2f}x "
+                      f"{r['sa_atp_vs_bound']:.2f}x the bound "
+                      f"({r['sa_atp_vs_straggler_tail_bound']:.2f}x "
                       f"with plain aggregation's tail after the straggler, "
                       f"{r['straggler_tail_ms']:.1f} ms)")
         lines.append(extra)

@@ -72,7 +72,8 @@ def main(argv=None) -> None:
     runs = [run_method(args, m) for m in methods]
     print(f"\n{args.workers} workers, worker {args.workers - 1} {args.straggler:g}x slower, "
           f"{args.iterations} iterations, compute emulated as {args.profile or 'real'}, "
-          f"links {f'at {args.link_gbps:g} Gb/s' if args.profile and args.link_gbps else 'not emulated'}")
+          "links " + (f"at {args.link_gbps:g} Gb/s" if args.profile and args.link_gbps
+                      else "not emulated"))
     print(table(runs, args.target_accuracy))
     plot = plot_iteration_times(runs, args.out / "iteration_times.png",
                                 title=f"{args.workers} workers, one {args.straggler:g}x straggler")

@@ -26,10 +26,6 @@ class Run:
     def time_to_accuracy(self, target: float) -> float | None:
         return next((t for t, acc in self.accuracy if acc >= target), None)
 
-    def straggler_wait_s(self) -> np.ndarray:
-        """Per iteration and rank: how long the rank waited for the slowest rank's compute."""
-        return self.compute_s.max(axis=1, keepdims=True) - self.compute_s
-
 
 def load_run(name: str, log_dir: Path) -> Run:
     """A run from its per-rank logs. An iteration ends when its update first exists on some
@@ -90,7 +86,8 @@ def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for r in runs:
-        ax.plot(np.arange(WARM_UP, len(r.iter_s)), r.iter_s[WARM_UP:] * 1e3, label=r.name, linewidth=1)
+        ax.plot(np.arange(WARM_UP, len(r.iter_s)), r.iter_s[WARM_UP:] * 1e3, label=r.name,
+                linewidth=1)
     ax.set_xlabel("iteration")
     ax.set_ylabel("iteration time (ms)")
     ax.set_title(f"{title}\n{_warm_up_note(runs)}" if title else _warm_up_note(runs), fontsize=10)

@@ -5,17 +5,16 @@ per worker:
     torchrun --nproc-per-node 4 -m experiments.train --comm switch --policy sa-atp \\
         --job-spec runs/demo/job.toml --udp-ports runs/demo/ports.json --log-dir runs/demo/sa
 
-Every iteration, each worker asks the policy for the iteration's plan (computed identically on
-every worker from the compute times all workers share through the torch.distributed store),
-computes the gradient *sum* over its share of the global batch, and the aggregate is divided by
-the number of samples it sums. host_lib's PolicyDriver applies the plans; this script adds the
-model, the data and the emulated compute. Policies whose gradients may be delivered iterations
-after they were started (Partial-Reduce) run in a second mode without DDP: a worker starts a
-gradient when its share is non-zero, keeps computing while it sits iterations out, and delivers
-the gradient (scaled by its staleness discount) when the plan makes it a contributor. Policies
-that steal work (SA-ATP) compute in micro-batches, without synchronising, the ones
-:mod:`host_lib.scheduling.work_stealing` hands out, and let the comm hook sum the accumulated gradient in a
-last backward pass over no samples.
+Every iteration, each worker asks the policy for the iteration's plan (computed identically on every
+worker from the compute times all workers share through the torch.distributed store), computes the
+gradient *sum* over its share of the global batch, and the aggregate is divided by the number of
+samples it sums. host_lib's PolicyDriver applies the plans; this script adds the model, the data and
+the emulated compute. Policies whose gradients may be delivered iterations after they were started
+(Partial-Reduce) run in a second mode without DDP: a worker starts a gradient when its share is
+non-zero, keeps computing while it sits iterations out, and delivers the gradient (scaled by its
+staleness discount) when the plan makes it a contributor. Policies that steal work (SA-ATP) compute
+in micro-batches, without synchronising, the ones :mod:`host_lib.scheduling.work_stealing` hands
+out, and let the comm hook sum the accumulated gradient in a last backward pass over no samples.
 
 Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
 progress bar.

@@ -271,7 +271,8 @@ class SwitchCommunicator:
         sets = (chunks // self.config.window) % 2
         frames = self.frames.encode(op=P.Op.DATA, job=self.config.job, worker=self.config.worker,
                                     slot=slots, chunk=chunks, flags=sets, scale=scales, exp=exps,
-                                    fanin=plan.fanin, run=self.config.run, lanes=lanes if plan.contribute else None)
+                                    fanin=plan.fanin, run=self.config.run,
+                                    lanes=lanes if plan.contribute else None)
         rnd = Round(frames, self.next_chunk, plan)
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
         self.transport.run(rnd, stats)

@@ -1,13 +1,13 @@
 """PACKET_MMAP rings on an AF_PACKET socket: frames in and out through memory shared with the
 kernel, with no system call per frame (``Documentation/networking/packet_mmap.rst``).
 
-Receiving uses a TPACKET_V3 ring: the kernel fills blocks of frames and hands over a whole block
-at once (when it is full, or after ``retire_ms``); we read every frame of it and give the block
-back. Sending uses a transmit ring of fixed slots: we write frames into free slots, mark them,
-and one ``send`` asks the kernel to transmit everything marked (every ``send`` on a socket with a
-transmit ring does that, whatever data it is given: frames too long for a slot leave through a
-second, ring-less socket). Frames the socket sees leaving (our own) are skipped. :func:`open_ring` returns None where the kernel refuses a ring, so a caller
-falls back to one call per frame.
+Receiving uses a TPACKET_V3 ring: the kernel fills blocks of frames and hands over a whole block at
+once (when it is full, or after ``retire_ms``); we read every frame of it and give the block back.
+Sending uses a transmit ring of fixed slots: we write frames into free slots, mark them, and one
+``send`` asks the kernel to transmit everything marked (every ``send`` on a socket with a transmit
+ring does that, whatever data it is given: frames too long for a slot leave through a second,
+ring-less socket). Frames the socket sees leaving (our own) are skipped. :func:`open_ring` returns
+None where the kernel refuses a ring, so a caller falls back to one call per frame.
 """
 
 from __future__ import annotations

@@ -275,12 +275,22 @@ def frames_to_bytes(frames: np.ndarray) -> list[bytes]:
     return [raw[i:i + P.FRAME_LEN] for i in range(0, len(raw), P.FRAME_LEN)]
 
 
-def valid_mask(frames: np.ndarray) -> np.ndarray:
-    """Which frames of a batch are well-formed SA-ATP frames (vectorised :func:`decode_frame`
-    checks, except the IPv4 checksum, which only the switch's peers need to trust)."""
+def well_formed(frames: np.ndarray) -> np.ndarray:
+    """Which frames of a batch have a well-formed SA-ATP header: IPv4 without options, UDP,
+    this protocol version, a known op and no reserved flag (what a receiver checks before it
+    looks at addresses)."""
     ver_op = frames["ver_op"]
     return ((frames["eth_type"] == P.ETHERTYPE_IPV4) & (frames["ip_ver_ihl"] == 0x45)
             & (frames["ip_proto"] == P.IP_PROTO_UDP)
-            & ((frames["udp_dport"] == P.UDP_PORT) | (frames["udp_sport"] == P.UDP_PORT))
-            & ((ver_op >> 4) == P.VERSION) & np.isin(ver_op & 0xF, list(P.Op))
+            & ((ver_op >> 4) == P.VERSION) & KNOWN_OPS[ver_op & 0xF]
             & ((frames["flags"] & (0xFF ^ P.KNOWN_FLAGS)) == 0))
+
+
+def valid_mask(frames: np.ndarray) -> np.ndarray:
+    """Which frames of a batch are well-formed SA-ATP frames (vectorised :func:`decode_frame`
+    checks, except the IPv4 checksum, which only the switch's peers need to trust)."""
+    return well_formed(frames) & ((frames["udp_dport"] == P.UDP_PORT)
+                                  | (frames["udp_sport"] == P.UDP_PORT))
+
+
+KNOWN_OPS = np.isin(np.arange(16), list(P.Op))  # is the op nibble an op of the protocol

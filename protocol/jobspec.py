@@ -29,10 +29,9 @@ Spec file::
 from __future__ import annotations
 
 import ipaddress
+import tomllib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-
-import tomllib
 
 from protocol import constants as P
 from protocol.codec import mac_bytes, mac_str
@@ -179,7 +178,8 @@ def _check_ip(name: str, value) -> None:
         raise SpecError(f"{name} is not an IPv4 address: {value!r}") from None
 
 
-_JOB_KEYS = {"id", "slots", "borrow", "fan_in", "expected", "inband_fanin", "switch_mac", "switch_ip"}
+_JOB_KEYS = {"id", "slots", "borrow", "fan_in", "expected", "inband_fanin", "switch_mac",
+             "switch_ip"}
 _WORKER_KEYS = {"id", "port", "mac", "ip", "udp_port"}
 
 

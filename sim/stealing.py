@@ -1,5 +1,5 @@
-"""Work stealing within an iteration, as host_lib.scheduling.work_stealing runs it on the testbed, in
-simulated time: each worker computes its own share's micro-batches from the head, then takes
+"""Work stealing within an iteration, as host_lib.scheduling.work_stealing runs it on the testbed,
+in simulated time: each worker computes its own share's micro-batches from the head, then takes
 micro-batches from the tail of the share with the most left, while some share has two or more
 left.
 

@@ -12,10 +12,10 @@ shared pool, first come first served, overflow to the job's parameter server) an
 its shared pool (overflow to the block's first sender, docs/protocol.md §4.6); one worker of
 the first job is slowed by contention that comes and goes.
 
-Each case runs ``iterations`` iterations; the first ``warmup`` (policies detecting and
-converging) are left out of the means, and random scenarios are averaged over SEEDS runs. Time to accuracy is relative: a method's mean
-iteration time over its statistical efficiency (sim/efficiency.py), against plain in-network
-aggregation's.
+Each case runs ``iterations`` iterations; the first ``warmup`` (policies detecting and converging)
+are left out of the means, and random scenarios are averaged over SEEDS runs. Time to accuracy is
+relative: a method's mean iteration time over its statistical efficiency (sim/efficiency.py),
+against plain in-network aggregation's.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The testbed, as the simulator sees it: the policy harness's job (experiments/harness.py) on the
 2-core development machine, for replaying its scenarios.
 
-Measured inputs (docs/results/testbed_rates.json, what make bench measured when the harness
-ran): the embedded switch's packet rates (aggregating, and completing a slot with its
-multicast) and the host sender's packet rate. Compute is the harness's: the H100 ResNet-50 profile for each worker's
+Measured inputs (docs/results/testbed_rates.json, what make bench measured when the harness ran):
+the embedded switch's packet rates (aggregating, and completing a slot with its multicast) and the
+host sender's packet rate. Compute is the harness's: the H100 ResNet-50 profile for each worker's
 share, times the scenario's slowdowns (the same seeded schedule, experiments/stragglers.py).
 
 Fitted inputs (:data:`FITTED`, by :func:`sim.calibration.fit` on the scenario without

@@ -22,7 +22,8 @@ import numpy as np
 
 from experiments.stragglers import StepTimeProfile
 
-PROFILES = Path(__file__).resolve().parent.parent / "experiments" / "profiles" / "h100_step_times.json"
+PROFILES = (Path(__file__).resolve().parent.parent / "experiments" / "profiles"
+            / "h100_step_times.json")
 FIRST_BUCKET_BYTES = 1 << 20
 BUCKET_BYTES = 25 << 20
 FORWARD_SHARE = 1 / 3  # backward costs about twice the forward pass

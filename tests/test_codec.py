@@ -74,7 +74,8 @@ def test_codec_and_scapy_agree_field_by_field(smac, sip, dmac, dip, port, h, lan
                           st.integers(0, 0xFFFF), st.integers(0, 0xFFFF), lanes_st),
                 min_size=1, max_size=20))
 def test_vectorised_batch_equals_scalar_frames(rows):
-    src, dst = Endpoint("02:00:00:00:00:07", "10.0.0.7"), Endpoint("02:00:00:00:aa:01", "10.0.0.254")
+    src = Endpoint("02:00:00:00:00:07", "10.0.0.7")
+    dst = Endpoint("02:00:00:00:aa:01", "10.0.0.254")
     slot, chunk, scale, exp, lanes = (list(col) for col in zip(*rows, strict=True))
     batch = FrameBatch(src, dst).encode(op=P.Op.DATA, job=9, worker=7, slot=slot, chunk=chunk,
                                         flags=P.Flag.SET, scale=scale, exp=exp,

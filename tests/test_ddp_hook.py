@@ -60,7 +60,7 @@ def gradients_both_ways(comm, arg):
                 p -= 0.5 * q.grad
                 q -= 0.5 * q.grad
     comm.close()
-    buffers = list(state.staged.values()) + (state.device.buffers() if state.device else [])
+    buffers = state.staged.all() + (state.device.host.all() if state.device else [])
     out["pinned"] = bool(buffers) and all(b.is_pinned() for b in buffers)
     out["on_device"] = state.device is not None
     return out

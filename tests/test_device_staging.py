@@ -1,6 +1,6 @@
-"""Buckets quantized on their device (host_lib.pytorch.device_staging) against the host quantizer's path:
-the same sums bit for bit through the switch, repairs included, on CPU tensors and, where a GPU is,
-on CUDA tensors."""
+"""Buckets quantized on their device (host_lib.pytorch.device_staging) against the host
+quantizer's path: the same sums bit for bit through the switch, repairs included, on CPU tensors
+and, where a GPU is, on CUDA tensors."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Every registered policy's plans through the embedded switch, with real worker processes:
-each worker calls ``allreduce`` with the plan's round plan and weights on known inputs (scaled
-by its staleness discount, as the training loop does), and every worker, contributing or not,
-must get, bit for bit, the sum of the quantized contributions of the workers the switch summed,
-divided by their weights (to the last bit where a staleness discount makes a weight fractional): the plan's contributors, or, for k-of-n, exactly k of them per block
-(checked against every k-subset). The plans come from driving each policy over a synthetic
+each worker calls ``allreduce`` with the plan's round plan and weights on known inputs (scaled by
+its staleness discount, as the training loop does), and every worker, contributing or not, must get,
+bit for bit, the sum of the quantized contributions of the workers the switch summed, divided by
+their weights (to the last bit where a staleness discount makes a weight fractional): the plan's
+contributors, or, for k-of-n, exactly k of them per block (checked against every k-subset). The
+plans come from driving each policy over a synthetic
 trace with a 3x straggler on worker 3 (tests/policy_traces.py)."""
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ def test_an_iteration_ends_when_its_first_rank_has_the_update(tmp_path):
     run = load_run("k-of-n", tmp_path)
     np.testing.assert_allclose(run.iter_s, [0.1, 0.2, 0.3])
     np.testing.assert_allclose(run.t, [0.1, 0.3, 0.6])
-    np.testing.assert_allclose(run.straggler_wait_s(), [[0.05, 0.0]] * 3)
     assert run.time_to_accuracy(0.8) == pytest.approx(0.6)
     assert run.time_to_accuracy(0.95) is None
     s = summary(run, 0.8)

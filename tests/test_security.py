@@ -56,8 +56,9 @@ def test_a_worker_accepts_only_what_the_switch_sends_for_its_job_and_run():
 
 def test_the_filter_checks_exactly_the_addresses_job_run_and_version():
     """A batch of good frames passes whole; changing any one bit of a checked field (addresses,
-    EtherType, IPv4 version/IHL and protocol, ports, the header's version nibble, job, run)
-    refuses the frame, changing a bit anywhere else does not."""
+    EtherType, IPv4 version/IHL and protocol, ports, the header's version nibble, job, run, a
+    reserved flag) or making the op unknown refuses the frame, changing a bit anywhere else does
+    not."""
     from protocol.codec import FRAME_DTYPE
 
     good = encode_frame(Frame(SWITCH, ME, Header(op=P.Op.RESULT, job=7, run=42, chunk=5)))
@@ -72,7 +73,10 @@ def test_the_filter_checks_exactly_the_addresses_job_run_and_version():
                 row[byte] ^= 1 << bit
                 rows.append(bytes(row))
                 version_nibble = name == "ver_op" and bit >= 4
-                expected.append(not (name in checked or version_nibble))
+                unknown_op = name == "ver_op" and bit < 4 and (row[byte] & 0xF) not in set(P.Op)
+                reserved_flag = name == "flags" and (1 << bit) & ~P.KNOWN_FLAGS & 0xFF
+                expected.append(not (name in checked or version_nibble or unknown_op
+                                     or reserved_flag))
     frame_filter = FrameFilter(SWITCH, ME, job=7, run=42)
     many = np.frombuffer(good * 300, np.uint8).reshape(300, P.FRAME_LEN)
     assert frame_filter.accept(frames_from_bytes(good * 300), many, Counter()).all()

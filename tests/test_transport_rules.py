@@ -198,8 +198,8 @@ def test_the_takeover_pass_follows_the_per_chunk_rule(seed):
     helpers = tuple(int(w) for w in rng.permutation(4)[:int(rng.integers(1, 5))])
     stragglers = frozenset(int(w) for w in range(4) if w not in helpers and rng.random() < 0.7)
     base = int(rng.choice([0, 7, 1001]))
-    transport = make_transport(ScriptedLink(lambda h: []), helpers[int(rng.integers(0, len(helpers)))],
-                               4, slots=slots)
+    worker = helpers[int(rng.integers(0, len(helpers)))]
+    transport = make_transport(ScriptedLink(lambda h: []), worker, 4, slots=slots)
     transport.rto.sample(0.01)
     plan = RoundPlan(helpers=helpers, stragglers=stragglers,
                      takeover_after=float(rng.choice([0.0, 0.05])))

@@ -33,7 +33,8 @@ def test_committed_dissector_is_the_generators_output():
 def test_dissector_fields_cover_the_codecs_header_and_lanes():
     names = [f.name for f in wireshark.fields()]
     assert names[:2] == ["version", "op"] and names[-1] == "lane"
-    span = sum(f.size * f.count for f in wireshark.fields() if f.mask != 0xF0)  # one byte, 2 nibbles
+    # one byte, 2 nibbles
+    span = sum(f.size * f.count for f in wireshark.fields() if f.mask != 0xF0)
     assert span == P.HEADER_LEN + P.PAYLOAD_LEN
 
 

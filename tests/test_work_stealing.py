@@ -1,6 +1,7 @@
-"""Work stealing (host_lib/scheduling/work_stealing.py): every micro-batch of every share is computed
-exactly once, by its owner from the head or by a thief from the tail, under contention and in
-every straggler scenario; and a training run with it gives the single-process reference's model."""
+"""Work stealing (host_lib/scheduling/work_stealing.py): every micro-batch of every share is
+computed exactly once, by its owner from the head or by a thief from the tail, under contention
+and in every straggler scenario; and a training run with it gives the single-process reference's
+model."""
 
 from __future__ import annotations
 
@@ -199,9 +200,9 @@ def reference_training_without_one_sample(batch: int, iterations: int, lr: float
 @pytest.mark.parametrize("slowness", [[1, 1, 1, 1], [1, 1, 1, 3], [1, 1, 1.6, 2.5],
                                       [1, 4, 1, 1]])
 def test_the_simulated_schedule_claims_every_micro_batch_once_and_balances(slowness):
-    """sim.stealing (the replay of host_lib.scheduling.work_stealing): every (owner, index) once, and the
-    compute ends within two micro-batches of the fluid bound (each worker pays the fixed cost
-    once, then the remaining samples spread over the workers' per-sample rates)."""
+    """sim.stealing (the replay of host_lib.scheduling.work_stealing): every (owner, index) once,
+    and the compute ends within two micro-batches of the fluid bound (each worker pays the fixed
+    cost once, then the remaining samples spread over the workers' per-sample rates)."""
     from sim.stealing import stealing_schedule
 
     shares, pieces, fixed, per_sample = [64, 64, 64, 64], 8, 0.010, 0.00037

@@ -1,4 +1,5 @@
-"""Compile the project's P4 programs with p4c and check the committed artifacts against their sources.
+"""Compile the project's P4 programs with p4c and check the committed artifacts against their
+sources.
 
 Every v1model program is compiled by p4c-bm2-ss into ``<outdir>/<name>.json`` (bmv2 JSON) and
 ``<outdir>/<name>.p4info.txtpb`` (P4Info, text format); the TNA program (``p4src/tofino/``) by
@@ -68,7 +69,8 @@ def programs() -> list[Program]:
     the small executor test programs."""
     main_sources = tuple(sorted(p for p in (ROOT / "p4src").rglob("*.p4")
                                 if TOFINO_DIR not in p.parents))
-    found = [Program("sa_atp", ROOT / "p4src" / "sa_atp.p4", main_sources, ROOT / "p4src" / "compiled"),
+    found = [Program("sa_atp", ROOT / "p4src" / "sa_atp.p4", main_sources,
+                     ROOT / "p4src" / "compiled"),
              Program("sa_atp_tna", TOFINO_DIR / "sa_atp_tna.p4",
                      tuple(sorted(TOFINO_DIR.rglob("*.p4"))), TOFINO_DIR / "compiled", tofino=True)]
     test_dir = ROOT / "tests" / "p4programs"
@@ -145,7 +147,8 @@ def relativise_source_paths(json_path: Path) -> None:
 def check_program(prog: Program) -> list[str]:
     """Every way in which the committed artifacts of ``prog`` disagree with its sources."""
     if not prog.stamp_path.exists():
-        return [f"{prog.name}: no stamp at {rel(prog.stamp_path)}; run `make p4` where p4c is installed"]
+        return [f"{prog.name}: no stamp at {rel(prog.stamp_path)}; run `make p4` where p4c is "
+                f"installed"]
     stamp = json.loads(prog.stamp_path.read_text())
     problems = []
     current = {rel(s): sha256(s) for s in prog.sources}

@@ -131,8 +131,8 @@ class MininetCluster:
         aggregating switch (the drop simulator: these kernels have no netem)."""
         for direction in ("ingress", "egress"):
             self.aggregating_switch.set_loss(probability, direction=direction)
-        self.progress(f"{self.topo.aggregating_switch}: drop simulator at {probability:g} on ingress "
-                      f"and egress")
+        self.progress(f"{self.topo.aggregating_switch}: drop simulator at {probability:g} on "
+                      f"ingress and egress")
 
     def run_allreduces(self, calls: dict[int, list[np.ndarray]], timeout: float = 300.0,
                        silence_timeout: float = 20.0,

@@ -52,8 +52,9 @@ class LeafRole:
 
 
 class SaAtpTopo(Topo):
-    """A topology for one job: ``aggregating_switch`` names the switch that aggregates it, ``workers``
-    the worker places, ``leaves`` the switches that only forward it (name -> LeafRole)."""
+    """A topology for one job: ``aggregating_switch`` names the switch that aggregates it,
+    ``workers`` the worker places, ``leaves`` the switches that only forward it (name ->
+    LeafRole)."""
 
     aggregating_switch: str
     workers: list[WorkerPlace]

@@ -4,9 +4,9 @@ the host's interface (raw Ethernet frames) and saves the results.
     python -m topologies.mininet_worker --spec job.toml --worker 0 --interface h1-eth0 \\
         --calls h1.calls.npz --results h1.results.npz
 
-``--calls`` holds arrays call0, call1, ...: float32 arrays are summed with ``allreduce`` (quantized),
-int32 arrays with ``allreduce_int`` (exact). Prints one JSON line per finished call to stdout,
-which is how the runner (topologies.mininet_cluster) shows progress.
+``--calls`` holds arrays call0, call1, ...: float32 arrays are summed with ``allreduce``
+(quantized), int32 arrays with ``allreduce_int`` (exact). Prints one JSON line per finished call to
+stdout, which is how the runner (topologies.mininet_cluster) shows progress.
 """
 
 from __future__ import annotations

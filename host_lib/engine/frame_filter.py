@@ -1,12 +1,13 @@
 """Which received frames a worker accepts (docs/protocol.md §11, the threat model).
 
 Everything a worker may act on comes from the switch: results, bounces and partials, and the
-contributions peers send to a helper, which the switch forwards after checking their sender. So
-a worker accepts a frame only if it is an SA-ATP frame of this protocol version (IPv4, UDP,
-a well-formed header), sent from the switch's address and port to this worker's address and
-port, for this worker's job and run. Every other frame is dropped and counted by reason, on every
-link type, before any of its fields is trusted: a forged or misdelivered result can never reach a
-sum, and a frame left over from an earlier run of the job can never match a chunk of this one.
+contributions peers send to a helper, which the switch forwards after checking their sender. So a
+worker accepts a frame only if it is a well-formed SA-ATP frame (IPv4, UDP, this protocol version, a
+known op, no reserved flag: :func:`protocol.codec.well_formed`), sent from the switch's address and
+port to this worker's address and port, for this worker's job and run. Every other frame is dropped
+and counted by reason, on every link type, before any of its fields is trusted: a forged or
+misdelivered result can never reach a sum, and a frame left over from an earlier run of the job can
+never match a chunk of this one.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections import Counter
 import numpy as np
 
 from protocol import constants as P
-from protocol.codec import FRAME_DTYPE, Endpoint, field_offset
+from protocol.codec import FRAME_DTYPE, KNOWN_OPS, Endpoint, field_offset, well_formed
 
 # The reasons a frame is refused, in the order they are checked (each frame counts once).
-NOT_SA_ATP = "not_sa_atp"  # not IPv4/UDP, or a header of another version
+NOT_SA_ATP = "not_sa_atp"  # not a well-formed SA-ATP header (protocol.codec.well_formed)
 NOT_FROM_SWITCH = "not_from_switch"  # source MAC, IPv4 address or UDP port not the switch's
 NOT_FOR_US = "not_for_us"  # destination MAC, IPv4 address or UDP port not this worker's
 OTHER_JOB = "other_job"
@@ -57,7 +58,8 @@ class FrameFilter:
             size = FRAME_DTYPE.fields[name][0].itemsize
             value[name] = v
             mask[name] = b"\xff" * size if isinstance(v, bytes) else (1 << 8 * size) - 1
-        mask["ver_op"] = 0xF0  # the version nibble only
+        mask["ver_op"] = 0xF0  # the version nibble only (the op: ``KNOWN_OPS``)
+        mask["flags"] = 0xFF ^ P.KNOWN_FLAGS  # no reserved flag
         width = P.LANES_OFFSET
         return (value.view(np.uint8)[:width].copy(), mask.view(np.uint8)[:width].copy())
 
@@ -65,13 +67,11 @@ class FrameFilter:
         """A mask of the frames to act on; the others are counted in ``rejected`` by reason.
         ``frames`` is the batch as FRAME_DTYPE records, ``raw`` the same bytes as rows."""
         head = raw[:, :len(self.mask)]
-        ok = ((head & self.mask) == self.template).all(1)
-        if ok.all():  # the usual batch: one comparison of every checked byte
+        ok = ((head & self.mask) == self.template).all(1) & KNOWN_OPS[frames["ver_op"] & 0xF]
+        if ok.all():  # the usual batch: one comparison of every checked byte, one of the op
             return ok
         checks = (
-            (NOT_SA_ATP, (frames["eth_type"] == P.ETHERTYPE_IPV4)
-             & (frames["ip_ver_ihl"] == 0x45) & (frames["ip_proto"] == P.IP_PROTO_UDP)
-             & (frames["ver_op"] >> 4 == P.VERSION)),
+            (NOT_SA_ATP, well_formed(frames)),
             (NOT_FROM_SWITCH, (raw[:, _field("eth_src", 6)] == self._src_mac).all(1)
              & (raw[:, _field("ip_src", 4)] == self._src_ip).all(1)
              & (frames["udp_sport"] == self._src_port)),

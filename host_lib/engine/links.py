@@ -15,8 +15,8 @@ Links:
   software switch on loopback (``softswitch-grpc -i 1@udp:127.0.0.1:PORT``): no root needed.
   Batches go through :class:`pktio.udp.UdpBatch` (segmentation offload and GRO, else
   ``sendmmsg``/``recvmmsg``, else one call per frame).
-* :class:`~host_lib.engine.udp_link.UdpSocketLink` speaks the protocol on a plain UDP socket bound to
-  the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
+* :class:`~host_lib.engine.udp_link.UdpSocketLink` speaks the protocol on a plain UDP socket
+  bound to the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
 * :class:`RawEthernetLink` sends and receives frames on a Linux interface through AF_PACKET, as a
   Mininet host does with bmv2 or the embedded switch on veth pairs (needs CAP_NET_RAW).
 * :class:`ImpairedLink` drops, duplicates and reorders frames of another link.

@@ -22,13 +22,13 @@ SERIAL_HALF = 1 << 31  # chunk ids compare in serial-number arithmetic (mod 2^32
 class RoundPlan:
     """How this worker takes part in a call, decided per iteration by the straggler policy.
 
-    ``helpers`` are the leading workers in duty order: chunk c's helper is
-    ``helpers[c % len(helpers)]``, the same for every worker; the next one in order steps in if
-    the first is slow (or a straggler itself), and the switch then names it. A worker that
-    missed who took a chunk over sends to the first, which forwards. No helpers means no
-    takeover. A helper takes a chunk over once it has waited ``takeover_after`` seconds (at
-    least two RTOs) and, where ``stragglers`` are known, only stragglers are missing. ``expected`` is the bitmap of workers whose contributions
-    complete a chunk (0: every worker of the job).
+    ``helpers`` are the leading workers in duty order: chunk c's helper is ``helpers[c %
+    len(helpers)]``, the same for every worker; the next one in order steps in if the first is slow
+    (or a straggler itself), and the switch then names it. A worker that missed who took a chunk
+    over sends to the first, which forwards. No helpers means no takeover. A helper takes a chunk
+    over once it has waited ``takeover_after`` seconds (at least two RTOs) and, where ``stragglers``
+    are known, only stragglers are missing. ``expected`` is the bitmap of workers whose
+    contributions complete a chunk (0: every worker of the job).
     """
 
     contribute: bool = True  # False: sit the call out, recover results with probes (DPAR)

@@ -13,6 +13,11 @@ With a :class:`~host_lib.engine.rounds.RoundPlan` that names helpers, the transp
 :class:`~host_lib.engine.takeover.Takeover` also plays the helper role of slot takeover. Helper
 duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers between
 calls.
+
+The module is longer than most (about 460 lines) because it is one state machine: the sending,
+the retransmission timers and the handling of the switch's answers all read and write the same
+per-chunk state of the round, and splitting them would put that state behind an interface of its
+own without making any part easier to follow.
 """
 
 from __future__ import annotations
@@ -106,15 +111,16 @@ class Transport:
             if rnd.completed != completed:
                 completed, last_progress = rnd.completed, now
             self._send_window(rnd, stats, now)
-            next_deadline = min(self._retransmit(rnd, stats, now), self.takeover.take_over(rnd, stats, now))
+            next_deadline = min(self._retransmit(rnd, stats, now),
+                                self.takeover.take_over(rnd, stats, now))
             if now - last_heard > c.silence_timeout:
-                raise SwitchSilent(f"job {self.config.job} worker {self.config.worker}: no packet from the "
+                raise SwitchSilent(f"job {c.job} worker {c.worker}: no packet from the "
                                    f"switch for {now - last_heard:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
             if now - last_progress > c.stall_timeout:
                 # Frames keep coming but no chunk completes (a peer gone for good, a livelock):
                 # the call ends here whatever traffic keeps flowing.
-                raise SwitchSilent(f"job {self.config.job} worker {self.config.worker}: no chunk completed "
+                raise SwitchSilent(f"job {c.job} worker {c.worker}: no chunk completed "
                                    f"for {now - last_progress:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
             wait = min(next_deadline, last_heard + c.silence_timeout,
@@ -230,7 +236,8 @@ class Transport:
     def _peer(self, rnd: Round, j: int) -> int:
         """Without helpers, a result the switch no longer holds is asked of every other worker
         in turn: each keeps its recent results."""
-        others = [w for w in sorted(self.config.peers) if w != self.config.worker] or [self.config.worker]
+        me = self.config.worker
+        others = [w for w in sorted(self.config.peers) if w != me] or [me]
         return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
 
     # -- receiving ----------------------------------------------------------------------------
@@ -260,7 +267,8 @@ class Transport:
                       now: float) -> bool:
         """Handle received frames in arrival order. The common case, the first result of a
         chunk of this round, is applied to whole runs of frames by compiled code
-        (:mod:`host_lib.engine.result_path`); every other frame goes through :meth:`_handle` one at a
+        (:mod:`host_lib.engine.result_path`); every other frame goes through :meth:`_handle` one at
+        a
         time."""
         if rnd is None:
             accepted = self.filter.accept(self._rx_frames[:received],
@@ -420,8 +428,8 @@ class Transport:
             raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")
         elif reason == P.Bounce.OLD_RUN:
-            raise ProtocolError(f"job {self.config.job}: the switch holds a newer run of this job than "
-                                f"ours ({self.config.run:#x}); this run is over")
+            raise ProtocolError(f"job {self.config.job}: the switch holds a newer run of this "
+                                f"job than ours ({self.config.run:#x}); this run is over")
 
     def _result_due(self, rnd: Round, chunk: int, now: float) -> None:
         """News of chunk c + W means chunk c was resolved for every worker (each sends c + W

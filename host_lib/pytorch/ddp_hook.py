@@ -9,13 +9,12 @@ In the style of ``torch.distributed.algorithms.ddp_comm_hooks``::
     ddp_model.register_comm_hook(state, sa_atp_hook)
 
 The hook hands each bucket to the communicator's I/O thread and returns at once with a
-``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training
-loops that normalise the loss themselves). CUDA float32 buckets are quantized on their GPU and
-only their int32 lanes cross to pinned host memory, on a side stream, overlapping the network
-transfer of the bucket before (:mod:`host_lib.pytorch.device_staging`); other CUDA buckets are staged
-as float32 through pinned memory. A failed switch path falls back to gloo inside the
-communicator (see :mod:`host_lib.pytorch.fallback`), so the future always carries the right values or an
-exception.
+``torch.futures.Future`` that completes with the averaged bucket (or the sum, for training loops
+that normalise the loss themselves). CUDA float32 buckets are quantized on their GPU and only their
+int32 lanes cross to pinned host memory, on a side stream, overlapping the network transfer of the
+bucket before (:mod:`host_lib.pytorch.device_staging`); other CUDA buckets are staged as float32
+through pinned memory. A failed switch path falls back to gloo inside the communicator (see
+:mod:`host_lib.pytorch.fallback`), so the future always carries the right values or an exception.
 """
 
 import concurrent.futures
@@ -27,24 +26,43 @@ import torch.distributed as dist
 
 from host_lib.communicator import SwitchCommunicator
 from host_lib.engine.rounds import CallStats, RoundPlan
-from host_lib.pytorch.device_staging import DeviceStaging
+from host_lib.pytorch.device_staging import DeviceStaging, HostBuffers
 
 
 @dataclass
 class SaAtpHookState:
-    """The hook's state. ``weights`` (one per worker) turn the sum into a weighted mean: each
-    block is divided by the weights of the workers it sums; None leaves the plain sum, for
-    training loops that normalise the loss themselves. ``plan`` is how this worker takes part in
-    the current iteration (set per iteration by a straggler policy). ``quantize_on_device``:
-    None quantizes CUDA float32 buckets on their GPU, True every float32 bucket through the
-    device path (on a CPU tensor too), False none."""
+    """State for :func:`sa_atp_hook`, one per DDP model and rank.
+
+    Args:
+        communicator: the rank's :class:`~host_lib.communicator.SwitchCommunicator` (from
+            :func:`host_lib.pytorch.connect.hook_state`, or built by hand).
+        weights: one per worker; each block of the result is divided by the weights of the
+            workers summed in it, so ``[1.0] * world_size`` averages as DDP's default
+            ``allreduce_hook`` does. None leaves the plain sum, for training loops that
+            normalise the loss themselves.
+        plan: how this worker takes part in the current iteration
+            (:class:`~host_lib.engine.rounds.RoundPlan`), set per iteration by a straggler
+            policy; None takes part plainly.
+        quantize_on_device: None quantizes CUDA float32 buckets on their GPU and copies only
+            int32 lanes to pinned host memory; True sends every float32 bucket that way (a CPU
+            tensor too); False stages every bucket as float32 on the host.
+
+    After each iteration ``drain_stats()`` returns every bucket's
+    :class:`~host_lib.engine.rounds.CallStats`.
+
+    Example::
+
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, rank, run), link)
+        state = SaAtpHookState(comm, weights=[1.0] * dist.get_world_size())
+        ddp_model.register_comm_hook(state, sa_atp_hook)
+    """
 
     communicator: SwitchCommunicator
     weights: list[float] | None = None
     plan: RoundPlan | None = None
     quantize_on_device: bool | None = None
     stats: list[CallStats] = field(default_factory=list, init=False, repr=False)  # per bucket
-    staged: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
+    staged: HostBuffers = field(default_factory=HostBuffers, init=False, repr=False)
     device: DeviceStaging | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -57,11 +75,8 @@ class SaAtpHookState:
         """A float32 CPU view or copy of the bucket (pinned, for CUDA buckets)."""
         if tensor.device.type == "cpu" and tensor.dtype == torch.float32:
             return tensor.detach()
-        buf = self.staged.get(bucket_index)
-        if buf is None or buf.numel() != tensor.numel():
-            buf = torch.empty(tensor.numel(), dtype=torch.float32,
-                              pin_memory=tensor.is_cuda and torch.cuda.is_available())
-            self.staged[bucket_index] = buf
+        buf = self.staged.get(bucket_index, (tensor.numel(),), torch.float32,
+                              tensor.is_cuda and torch.cuda.is_available())
         buf.copy_(tensor.detach().reshape(-1), non_blocking=tensor.is_cuda)
         if tensor.is_cuda:
             torch.cuda.current_stream(tensor.device).synchronize()
@@ -80,9 +95,23 @@ class SaAtpHookState:
 
 def sa_atp_hook(state: SaAtpHookState, bucket: dist.GradBucket
                 ) -> torch.futures.Future[torch.Tensor]:
-    """DDP communication hook: the bucket's allreduce through the switch (register it with
-    ``ddp.register_comm_hook(state, sa_atp_hook)``). Returns at once; the future completes
-    with the bucket overwritten in place by the (weighted) sum, on the bucket's device."""
+    """DDP communication hook: the bucket's allreduce through the switch.
+
+    Args:
+        state: the rank's :class:`SaAtpHookState`.
+        bucket: the gradient bucket DDP hands the hook.
+
+    Returns:
+        A ``torch.futures.Future`` that completes, on the communicator's I/O thread, with the
+        bucket overwritten in place by the (weighted) sum, on the bucket's device. The hook
+        itself returns at once: it waits neither for the network nor for the GPU. If the switch
+        cannot complete the call and the communicator has a fallback group, the values come
+        through gloo instead; otherwise the future carries the exception.
+
+    Example::
+
+        ddp_model.register_comm_hook(state, sa_atp_hook)
+    """
     tensor = bucket.buffer()
     comm, tag = state.communicator, ("bucket", bucket.index(), tensor.numel())
     if state.on_device(tensor):

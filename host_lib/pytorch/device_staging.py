@@ -1,13 +1,13 @@
 """Gradient buckets quantized where they live, and copied to the host as int32 lanes.
 
-A CUDA bucket is quantized on its GPU (:mod:`host_lib.pytorch.quantize_torch`, bit-identical to the host
-quantizer), and its lanes and block exponents are copied into pinned host memory on a side stream;
-the communicator's I/O thread waits for that copy only when it reaches the bucket. Nothing here
-waits for the GPU, so DDP's hook returns at once, even while the backward pass's kernels are still
-queued, and the copy of bucket k+1 runs while bucket k is on the network. The host never
-touches the float32 gradient, except to re-quantize the few blocks a repair needs, and for the
-gloo fallback. On a CPU tensor the same steps run in place (no stream, no pinning), which is how
-they are tested without a GPU.
+A CUDA bucket is quantized on its GPU (:mod:`host_lib.pytorch.quantize_torch`, bit-identical to the
+host quantizer), and its lanes and block exponents are copied into pinned host memory on a side
+stream; the communicator's I/O thread waits for that copy only when it reaches the bucket. Nothing
+here waits for the GPU, so DDP's hook returns at once, even while the backward pass's kernels are
+still queued, and the copy of bucket k+1 runs while bucket k is on the network. The host never
+touches the float32 gradient, except to re-quantize the few blocks a repair needs, and for the gloo
+fallback. On a CPU tensor the same steps run in place (no stream, no pinning), which is how they are
+tested without a GPU.
 """
 
 from __future__ import annotations
@@ -27,6 +27,24 @@ def _on_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return host
     return host.pin_memory().to(device, non_blocking=True)
+
+
+class HostBuffers:
+    """Host buffers reused per key, pinned where the data comes from a GPU (a copy into
+    pageable memory cannot overlap), so each bucket lands in the same memory every iteration."""
+
+    def __init__(self):
+        self._buffers: dict[object, torch.Tensor] = {}
+
+    def get(self, key, shape: tuple[int, ...], dtype: torch.dtype, pinned: bool
+            ) -> torch.Tensor:
+        buf = self._buffers.get(key)
+        if buf is None or tuple(buf.shape) != tuple(shape) or buf.dtype != dtype:
+            buf = self._buffers[key] = torch.empty(shape, dtype=dtype, pin_memory=pinned)
+        return buf
+
+    def all(self) -> list[torch.Tensor]:
+        return list(self._buffers.values())
 
 
 class StagedBucket:
@@ -66,23 +84,16 @@ class DeviceStaging:
 
     def __init__(self, n_workers: int):
         self.bits = qbits(n_workers)
-        self._host: dict[object, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.host = HostBuffers()
         self._stream = torch.cuda.Stream() if torch.cuda.is_available() else None
-
-    def buffers(self) -> list[torch.Tensor]:
-        """The host buffers the lanes and exponents land in."""
-        return [b for pair in self._host.values() for b in pair]
 
     def stage(self, key, tensor: torch.Tensor, scales: np.ndarray) -> StagedBucket:
         """Start quantizing ``tensor`` (float32) with ``scales`` (one per block) and copying
         the result to the host; returns at once for a CUDA tensor."""
         flat = tensor.detach().reshape(-1)
         lanes, exps = quantize_torch.quantize(flat, _on_device(scales, flat.device), self.bits)
-        host = self._host.get(key)
-        if host is None or host[0].shape != lanes.shape:
-            pin = flat.is_cuda
-            host = self._host[key] = (torch.empty(lanes.shape, dtype=torch.int32, pin_memory=pin),
-                                      torch.empty(exps.shape, dtype=torch.int32, pin_memory=pin))
+        host = (self.host.get((key, "lanes"), lanes.shape, torch.int32, flat.is_cuda),
+                self.host.get((key, "exps"), exps.shape, torch.int32, flat.is_cuda))
         copied = None
         if flat.is_cuda:
             self._stream.wait_stream(torch.cuda.current_stream(flat.device))

@@ -1,4 +1,5 @@
-"""The quantizer of :mod:`host_lib.engine.quantize` in torch operations, for tensors that live on a GPU.
+"""The quantizer of :mod:`host_lib.engine.quantize` in torch operations, for tensors that live
+on a GPU.
 
 It follows the same arithmetic step for step (integer max of the float bit patterns, exact
 power-of-two scaling, round half to even), so a CUDA worker produces bit-identical lanes to a CPU
@@ -29,7 +30,8 @@ def block_exponents(blocks: torch.Tensor) -> torch.Tensor:
     return torch.where(m >= _INF_BITS, torch.full_like(exps, EXP_NONFINITE), exps)
 
 
-def quantize(x: torch.Tensor, scales: torch.Tensor, qbits: int) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize(x: torch.Tensor, scales: torch.Tensor, qbits: int
+             ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize a flat float32 tensor with one biased scale per block (int32 tensor on x's
     device). Returns (lanes (nblocks, LANES) int32, exps (nblocks,) int32), on x's device."""
     if x.dtype != torch.float32:

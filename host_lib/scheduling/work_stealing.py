@@ -1,12 +1,12 @@
 """Work stealing within an iteration: SA-ATP's compute help for a worker that is slow *now*.
 
-Each worker's share of the global batch is cut into the same number of micro-batches, so that
-a micro-batch takes about the same time whoever owns it once the shares are balanced (a slow
-worker's share is small, and so are its micro-batches). The owner computes its own from the
-head; a worker that has finished its share takes micro-batches from the tail of the share that
-has the most left, until every share is nearly done (one micro-batch left). A worker slowed
-down in this very iteration is thus helped before the iteration ends, which the history-based
-re-split (:mod:`host_lib.scheduling.policies.sa_atp`) cannot do: it only learns from iterations that are
+Each worker's share of the global batch is cut into the same number of micro-batches, so that a
+micro-batch takes about the same time whoever owns it once the shares are balanced (a slow worker's
+share is small, and so are its micro-batches). The owner computes its own from the head; a worker
+that has finished its share takes micro-batches from the tail of the share that has the most left,
+until every share is nearly done (one micro-batch left). A worker slowed down in this very iteration
+is thus helped before the iteration ends, which the history-based re-split
+(:mod:`host_lib.scheduling.policies.sa_atp`) cannot do: it only learns from iterations that are
 over.
 
 Claims go through one counter per share in the torch.distributed store. The owner adds 1 (a

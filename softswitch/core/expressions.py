@@ -58,7 +58,8 @@ def normalize_code(e: Expr, width: int, signed: bool) -> str:
 
 
 def unsigned_code(f: Field) -> str:
-    """Source reading field ``f`` as its unsigned two's-complement bit pattern (for keys, hashes)."""
+    """Source reading field ``f`` as its unsigned two's-complement bit pattern (for keys and
+    hashes)."""
     return f"(F[{f.index}] & {f.mask:#x})" if f.signed else f"F[{f.index}]"
 
 
@@ -210,7 +211,8 @@ class ExprCompiler:
     def _arith(op: str, a: Expr, b: Expr) -> Expr:
         known = a.bound is not None and b.bound is not None
         if op == "+":
-            return Expr(f"({a.code} + {b.code})", DATA, max(a.bound, b.bound) + 1 if known else None)
+            bound = max(a.bound, b.bound) + 1 if known else None
+            return Expr(f"({a.code} + {b.code})", DATA, bound)
         if op == "-":
             return Expr(f"({a.code} - {b.code})", DATA)
         if op == "*":

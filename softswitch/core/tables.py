@@ -320,6 +320,7 @@ class MatchTable:
     def _view(self, e: _Entry) -> TableEntry:
         match = match_view(self.spec.keys, e.fields) if e is not self.default else {}
         info = e.action
-        params = {} if info is None else {n: v for (n, _), v in zip(info.params, e.data, strict=True)}
+        params = ({} if info is None
+                  else {n: v for (n, _), v in zip(info.params, e.data, strict=True)})
         return TableEntry(e.handle, match, e.priority, "" if info is None else info.name, params,
                           e.packets, e.bytes, bool(e.is_const))

@@ -33,7 +33,8 @@ def expected(a, b, sa, sb, w, x, y, n1, n2) -> tuple:
         wrap(a << n1, 8), a >> n2, sa >> n2, wrap(-a, 8), wrap(~a, 8), a & b, a | b, a ^ b,
         (a << 8) | b, ((a >> 4) << 4) | (b & 0xF), w & 0xFF, wrap(w + 0xFFFF0000, 32),
         (sa < sb) | (a < b) << 1 | (wrap(a, 8, True) < sb) << 2 | (sa >= 0) << 3,
-        a if x > y else b, wrap((x << 4) | (x >> 28), 32), (x & 0xF0F0F0F0) ^ y, int(a == b or x != 0), wrap(w + a, 16),
+        a if x > y else b, wrap((x << 4) | (x >> 28), 32), (x & 0xF0F0F0F0) ^ y,
+        int(a == b or x != 0), wrap(w + a, 16),
         sa & 0xFF, wrap(x * y, 48).to_bytes(6, "big"),
     )
 

@@ -233,7 +233,8 @@ class _Table:
                 continue
             if self.schema.kind == "counter":
                 self.switch.counts[self.name][index[0][1]] = [
-                    data.fields.get("$COUNTER_SPEC_PKTS", 0), data.fields.get("$COUNTER_SPEC_BYTES", 0)]
+                    data.fields.get("$COUNTER_SPEC_PKTS", 0),
+                    data.fields.get("$COUNTER_SPEC_BYTES", 0)]
                 continue
             exists = index in self.switch.entries[self.name]
             if exists == (op == "add"):

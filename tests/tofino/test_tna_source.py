@@ -119,7 +119,8 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.registered": range(2), "meta.num_slots": range(2),
            "meta.expected_worker": range(2), "hdr.sa.worker": (0, 1, 5, 31, 32, 255),
            "meta.helper_known": range(2), "meta.loss_left": range(2),
-           "hdr.sa.flags": (0, 0x10, 0x11), "meta.expected": (0, 1, 2, 0x20, 0x80000000, 0xFFFFFFFF),
+           "hdr.sa.flags": (0, 0x10, 0x11),
+           "meta.expected": (0, 1, 2, 0x20, 0x80000000, 0xFFFFFFFF),
            "meta.port_frame": range(2),
            # l2_sel, fan_in_sel, start_sel
            "meta.use_l2": range(2), "meta.l2_flood": range(2), "meta.udp_valid": range(2),
@@ -278,8 +279,8 @@ def test_the_bridge_fill_copies_final_fields_and_zeroes_flags_set_after_it():
     # the flag copied from metadata that a table applied after the fill decides (the old bug)
     ("hdr.bridge.to_worker = 0;", "hdr.bridge.to_worker = meta.response;"),
     # the fill moved after the first control that sets a flag
-    ("        hdr.bridge.setValid();", "        aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);\n"
-                                       "        hdr.bridge.setValid();"),
+    ("        hdr.bridge.setValid();",
+     "        aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);\n        hdr.bridge.setValid();"),
 ])
 def test_the_bridge_fill_check_finds_a_broken_fill(mutation):
     """The check above fails on the bug it guards against, written into a copy of the source."""

@@ -2,9 +2,9 @@
 
 Each iteration every worker asks its policy for the :class:`IterationPlan` of that iteration, from
 the same :class:`StepHistory` (every worker's compute time and sample count of every earlier
-iteration, shared through the torch.distributed store by :mod:`host_lib.scheduling.policies.exchange`).
-Policies are deterministic functions of that history, so every worker computes the same plan
-without any further coordination.
+iteration, shared through the torch.distributed store by
+:mod:`host_lib.scheduling.policies.exchange`). Policies are deterministic functions of that history,
+so every worker computes the same plan without any further coordination.
 
 A plan says, per worker, how many samples of the global batch it computes (``shares``), whether
 its gradient is summed (``contributors``), what the switch waits for (in-band ``fanin``), and
@@ -73,23 +73,6 @@ def even_shares(total: int, workers: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(workers))
 
 
-def proportional_shares(total: int, weights, minimum: int = 1) -> tuple[int, ...]:
-    """Integer shares of ``total`` proportional to ``weights`` (largest remainder), each at
-    least ``minimum`` (taken from the largest shares)."""
-    weights = np.asarray(weights, np.float64)
-    n = len(weights)
-    if total < minimum * n:
-        raise ValueError(f"cannot give {n} workers {minimum} of {total} samples each")
-    ideal = total * weights / weights.sum()
-    shares = np.floor(ideal).astype(int)
-    for i in np.argsort(-(ideal - shares))[:total - shares.sum()]:
-        shares[i] += 1
-    while shares.min() < minimum:
-        shares[shares.argmin()] += 1
-        shares[shares.argmax()] -= 1
-    return tuple(int(s) for s in shares)
-
-
 @dataclass
 class StepHistory:
     """Every worker's compute time (s) and samples, per iteration so far, and, one iteration
@@ -131,15 +114,15 @@ class StepHistory:
 class Policy(ABC):
     """A straggler policy: from the shared history, the plan of the next iteration.
 
-    Four attributes tell the training loop how to run the plans:
-    ``uses_history`` (False: plans need no step times, so no worker waits for the others'
-    times of the previous iteration before starting the next); ``abandons_late_work`` (a
-    worker that finds that ``fanin`` faster workers have already computed the iteration skips
-    its own compute: its contribution would arrive after the switch completed every chunk);
-    ``delays_gradients`` (a worker starts a gradient when its share is non-zero and delivers it
-    when it contributes, possibly iterations later, scaled by ``IterationPlan.discount``);
-    ``steals_work`` (shares are computed in micro-batches, and a worker that has finished its
-    own takes micro-batches from the tail of a lagging worker's, :mod:`host_lib.scheduling.work_stealing`).
+    Four attributes tell the training loop how to run the plans: ``uses_history`` (False: plans need
+    no step times, so no worker waits for the others' times of the previous iteration before
+    starting the next); ``abandons_late_work`` (a worker that finds that ``fanin`` faster workers
+    have already computed the iteration skips its own compute: its contribution would arrive after
+    the switch completed every chunk); ``delays_gradients`` (a worker starts a gradient when its
+    share is non-zero and delivers it when it contributes, possibly iterations later, scaled by
+    ``IterationPlan.discount``); ``steals_work`` (shares are computed in micro-batches, and a worker
+    that has finished its own takes micro-batches from the tail of a lagging worker's,
+    :mod:`host_lib.scheduling.work_stealing`).
     """
 
     name: str = "policy"

@@ -6,16 +6,16 @@ by giving each worker its own mini-batch size: from a performance model of each 
 ``sum_i b_i = B`` and per-worker bounds, so that all workers finish together; the gradients
 are summed and divided by B, so the update is the one of the global batch.
 
-**Ours.** The models are fitted online, by least squares over each worker's recent (b, t) pairs
-(the paper profiles them). While a worker's b has not varied, its slope and intercept cannot be
-told apart; it then borrows the intercept-to-slope ratio c/a of the workers whose b did vary (a
-pooled, hardware-agnostic shape, scaled to its own measured times), or c = 0 before anyone's b
-has varied, which makes the first split proportional to speed; that split varies every b, and
-the fit is exact from then on. The program is solved exactly (:mod:`host_lib.scheduling.policies.minmax`).
-The split changes when a worker's measured time *drifts* from its model's prediction by more
-than ``drift`` (its old pairs are then dropped: it became another machine), or when the current
-models predict a makespan shorter by more than ``min_gain``; jitter alone never reshuffles the
-shares. Each worker gets at least ``min_share`` samples and at most ``max_share``.
+**Ours.** The models are fitted online, by least squares over each worker's recent (b, t) pairs (the
+paper profiles them). While a worker's b has not varied, its slope and intercept cannot be told
+apart; it then borrows the intercept-to-slope ratio c/a of the workers whose b did vary (a pooled,
+hardware-agnostic shape, scaled to its own measured times), or c = 0 before anyone's b has varied,
+which makes the first split proportional to speed; that split varies every b, and the fit is exact
+from then on. The program is solved exactly (:mod:`host_lib.scheduling.policies.minmax`). The split
+changes when a worker's measured time *drifts* from its model's prediction by more than ``drift``
+(its old pairs are then dropped: it became another machine), or when the current models predict a
+makespan shorter by more than ``min_gain``; jitter alone never reshuffles the shares. Each worker
+gets at least ``min_share`` samples and at most ``max_share``.
 """
 
 from __future__ import annotations

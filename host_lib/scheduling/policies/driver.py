@@ -1,7 +1,8 @@
 """Runs a straggler policy inside one rank's training loop.
 
-A policy only plans (:mod:`host_lib.scheduling.policies.base`); this module applies its plans, iteration
-by iteration, the same way on every rank, so a training script needs no policy logic of its own:
+A policy only plans (:mod:`host_lib.scheduling.policies.base`); this module applies its plans,
+iteration by iteration, the same way on every rank, so a training script needs no policy logic of
+its own:
 
     driver = PolicyDriver(make_policy("sa-atp", world, B), rank, world, store, sampler,
                           hook_state=state)      # SaAtpHookState, or None for gloo
@@ -53,10 +54,10 @@ class PendingGradient:
 class PolicyDriver:
     """One rank's side of a straggler policy: plans, shares, step times and aggregation.
 
-    ``hook_state`` is the :class:`~host_lib.pytorch.ddp_hook.SaAtpHookState` of a switch-aggregated job
-    (each iteration's round plan and weights are set on it), or None when gradients go through
-    gloo. ``store`` is the torch.distributed store through which ranks share step times and,
-    for policies that steal work, claim micro-batches (``micro_batches`` per share).
+    ``hook_state`` is the :class:`~host_lib.pytorch.ddp_hook.SaAtpHookState` of a switch-aggregated
+    job (each iteration's round plan and weights are set on it), or None when gradients go through
+    gloo. ``store`` is the torch.distributed store through which ranks share step times and, for
+    policies that steal work, claim micro-batches (``micro_batches`` per share).
     """
 
     def __init__(self, policy: Policy, rank: int, world: int, store,

@@ -1,14 +1,14 @@
 """SA-ATP: leading workers lend their spare resources to stragglers.
 
 * **Slot takeover** (spare storage): every iteration, the workers not flagged as stragglers are
-  the helpers; when a chunk has waited longer than normal jitter explains and only stragglers
-  are missing, its helper takes the slot over through the switch, so the leading workers keep
-  streaming (host_lib.engine.transport, host_lib.engine.takeover). This needs no forecast, so it also covers a
+  the helpers; when a chunk has waited longer than normal jitter explains and only stragglers are
+  missing, its helper takes the slot over through the switch, so the leading workers keep streaming
+  (host_lib.engine.transport, host_lib.engine.takeover). This needs no forecast, so it also covers a
   transient straggler within the iteration it appears in.
 * **Work stealing** (spare compute, within the iteration): shares are computed in
   micro-batches, and a worker that has finished its own takes micro-batches from the tail of a
-  lagging worker's share (host_lib.scheduling.work_stealing), so a worker that slows down is helped in the
-  iteration it slows down in, whether or not it has been seen before.
+  lagging worker's share (host_lib.scheduling.work_stealing), so a worker that slows down is helped
+  in the iteration it slows down in, whether or not it has been seen before.
 * **Compute help** (spare compute, across iterations): the global batch is re-split every
   iteration by BOA's planner (:mod:`host_lib.scheduling.policies.boa`): a step-time model
   ``t_i(b) = a_i b + c_i`` per worker, fitted online from the samples each worker computed

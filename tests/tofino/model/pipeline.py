@@ -1,6 +1,7 @@
 """A reference model of the TNA program (p4src/tofino/) that runs packets on a FakeSwitch.
 
-It follows sa_atp_tna.p4 control by control and pass by pass: the tables look up what the
+It follows sa_atp_tna.p4 control by control and pass by pass (in one module, about 450 lines, so
+that it reads side by side with the program's apply blocks): the tables look up what the
 controller wrote to the FakeSwitch over BF Runtime, the registers are the FakeSwitch's cells and
 change only through the RegisterActions of ``register_actions`` that the selector functions of
 ``tables`` pick, one per register per pass (checked as it runs). A packet's passes run one
@@ -388,8 +389,8 @@ class TnaModel:
         else:
             m["l2_flood"] = 1
         udp = hdr.get("udp") or {"src_port": 0, "dst_port": 0}
-        chosen = tables.l2_sel(defaultdict(int, m, udp_valid=int("udp" in hdr), src_port=udp["src_port"],
-                                    dst_port=udp["dst_port"]))
+        chosen = tables.l2_sel(defaultdict(int, m, udp_valid=int("udp" in hdr),
+                                           src_port=udp["src_port"], dst_port=udp["dst_port"]))
         if chosen == "to_port":
             phv.tm["ucast"] = m["l2_port"]
         elif chosen == "no_flood":

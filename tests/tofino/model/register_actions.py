@@ -3,8 +3,9 @@ packet's fields: ``action(cell, phv) -> (new cell, returned value)``.
 
 Written from p4src/tofino/aggregator.p4 and lanes.p4, one function per RegisterAction, under its
 name in :func:`registry` (reads and claims share one shape); ``tests/tofino/test_tna_source.py``
-checks that the names and registers match the source. Cells are unsigned (a lane pair is (lo, hi)), arithmetic is modulo the register width,
-``phv`` is the Phv of model/pipeline.py. None as a returned value: the action returns nothing.
+checks that the names and registers match the source. Cells are unsigned (a lane pair is (lo, hi)),
+arithmetic is modulo the register width, ``phv`` is the Phv of model/pipeline.py. None as a returned
+value: the action returns nothing.
 """
 
 from __future__ import annotations

@@ -360,7 +360,8 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
 SELECTORS = {
     "run_id_sel": run_id_sel, "chunk_id_sel": chunk_id_sel,
     "generation_sel": generation_sel, "agreed_scale_sel": agreed_scale_sel,
-    "lane_holder_sel": lane_holder_sel, "member_sel": member_sel, "progress_check_sel": progress_check_sel,
+    "lane_holder_sel": lane_holder_sel, "member_sel": member_sel,
+    "progress_check_sel": progress_check_sel,
     "progress_sel": progress_sel, "contributors_sel": contributors_sel,
     "max_exp_sel": max_exp_sel, "helper_id_sel": helper_id_sel,
 }
