@@ -18,7 +18,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from control_plane import updates
+from control_plane import p4runtime_entries as p4rt
 from control_plane.allocation import AdmittedJob
 from control_plane.connection import SwitchConnection, Update
 from control_plane.contracts import Write
@@ -94,7 +94,7 @@ class Controller(SwitchController):
         if cookie is not None:
             stale = self.read_groups().values()
             if stale:
-                conn.write([updates.delete_group(g) for g in stale])
+                conn.write([p4rt.delete_group(g) for g in stale])
         conn.set_pipeline(self._p4info, self._device_config, self._cookie)
         log.info("%s: pipeline loaded", self.address)
         return True
@@ -115,7 +115,7 @@ class Controller(SwitchController):
     def read_groups(self) -> dict[int, MulticastGroup]:
         entity = p4runtime_pb2.Entity()
         entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-        groups = (MulticastGroup.from_proto(e.packet_replication_engine_entry)
+        groups = (p4rt.read_group(e.packet_replication_engine_entry)
                   for e in self._connection().read(entity))
         return {g.group_id: g for g in groups}
 
@@ -131,10 +131,10 @@ class Controller(SwitchController):
 
     def _update(self, kind: str, item: TableEntry | MulticastGroup) -> Update:
         if isinstance(item, MulticastGroup):
-            return {"insert": updates.insert_group, "modify": updates.modify_group,
-                    "delete": updates.delete_group}[kind](item)
-        return {"insert": updates.insert, "modify": updates.modify,
-                "delete": updates.delete}[kind](item, self._p4info)
+            return {"insert": p4rt.insert_group, "modify": p4rt.modify_group,
+                    "delete": p4rt.delete_group}[kind](item)
+        return {"insert": p4rt.insert, "modify": p4rt.modify,
+                "delete": p4rt.delete}[kind](item, self._p4info)
 
     def _read_table(self, table: str) -> list[TableEntry]:
         conn = self._connection()
@@ -143,6 +143,6 @@ class Controller(SwitchController):
         default = p4runtime_pb2.Entity()
         default.table_entry.table_id = entity.table_entry.table_id
         default.table_entry.is_default_action = True
-        found = [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(entity)]
-        found += [TableEntry.from_proto(e.table_entry, self._p4info) for e in conn.read(default)]
+        found = [p4rt.read_table_entry(e.table_entry, self._p4info) for e in conn.read(entity)]
+        found += [p4rt.read_table_entry(e.table_entry, self._p4info) for e in conn.read(default)]
         return found

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from control_plane import cli
+from control_plane import cli, p4runtime_entries
 from control_plane.contracts import AggregatorControl, PacketStatsControl, SwitchBackend
 from control_plane.controller import Controller
 from control_plane.controls.aggregator import Aggregator
@@ -192,7 +192,7 @@ def test_a_controller_with_a_lower_election_id_cannot_change_the_switch(target, 
     request = p4runtime_pb2.WriteRequest(device_id=0)
     request.election_id.low = 5
     update = request.updates.add(type=p4runtime_pb2.Update.DELETE)
-    update.entity.table_entry.CopyFrom(entry.to_proto(primary.conn.p4info))
+    update.entity.table_entry.CopyFrom(p4runtime_entries.table_entry(entry, primary.conn.p4info))
     with grpc.insecure_channel(target.address) as channel:
         with pytest.raises(grpc.RpcError) as refused:
             p4runtime_pb2_grpc.P4RuntimeStub(channel).Write(request, timeout=10)
@@ -274,6 +274,16 @@ def test_the_contracts_load_neither_backends_libraries():
     code = ("import sys, control_plane.contracts; "
             "print(sorted(m for m in sys.modules if m.startswith(('p4.', 'grpc', 'bfrt_grpc', "
             "'control_plane.controls', 'control_plane.tofino', 'control_plane.connection'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_tofino_backend_loads_no_p4runtime_code():
+    """The BF Runtime backend shares the plan and the entries, not their P4Runtime form."""
+    code = ("import sys, control_plane.tofino.controller; "
+            "print(sorted(m for m in sys.modules if m.startswith(('p4.', 'google.rpc', "
+            "'control_plane.p4runtime_entries', 'control_plane.connection'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

@@ -204,6 +204,7 @@ def test_sa_atp_program_with_tagged_frames_evictions_and_counter_bytes():
     """The project's own program as the controller programs it: a 3-worker job, its rounds, an
     eviction, 802.1Q/802.1ad-tagged frames (ordinary traffic for the program: flooded with their
     tags) and every counter, packets and bytes, the packets-only evictions counter included."""
+    from control_plane import p4runtime_entries
     from control_plane.controller import Controller, Pipeline
     from control_plane.controls.forwarding import L2Forwarding
     from protocol import constants as P
@@ -218,7 +219,7 @@ def test_sa_atp_program_with_tagged_frames_evictions_and_counter_bytes():
     _, updates = controller.admission_updates(spec)
     flood = pb.Update(type=pb.Update.INSERT)
     flood.entity.packet_replication_engine_entry.CopyFrom(
-        L2Forwarding.flood_group(ports).to_proto())
+        p4runtime_entries.group_entry(L2Forwarding.flood_group(ports)))
     switch = Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)
 
     def data(w: int, chunks) -> list[tuple[int, bytes]]:
