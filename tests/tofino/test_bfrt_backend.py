@@ -11,13 +11,15 @@ import pytest
 from control_plane import cli
 from control_plane.controller import Controller
 from control_plane.tofino import bfrt
-from control_plane.tofino.config import load_config, parse_config, port_entries
+from control_plane.tofino.config import load_config, parse_config
+from control_plane.tofino.ports import port_entries
 from control_plane.tofino.controller import TofinoController
 from protocol import constants as P
 from protocol.jobspec import JobSpec, SpecError, WorkerSpec
 from tests.p4.packets import job_spec
 from tests.targets import EmbeddedTarget
-from tests.tofino.fake_bfrt import FakeClient, FakeSwitch
+from tests.tofino.fake_bfrt import FakeClient
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.targets import REQUIRES_V2, compiled_is_v2, switch_config
 
 PORTS = tuple(range(1, 9))
@@ -189,9 +191,10 @@ def test_reconcile_restores_a_restarted_switch_and_then_writes_nothing(tofino, f
     counts = tofino.reconcile()
     assert counts["ports"] > 0 and counts["entries"] > 0 and counts["groups"] == 3
     assert state(tofino) == before and fake.entries["$PORT"] == ports
-    assert fake.value_set("pipe.SaAtpIngressParser.cpu_port") == {P.CPU_PORT}
+    assert fake.value_set("pipe.SaAtpIngressParser.cpu_port").members == [(P.CPU_PORT, 0x1FF)]
     fake.writes.clear()
-    assert tofino.reconcile() == {"ports": 0, "pipeline": 0, "groups": 0, "entries": 0}
+    assert tofino.reconcile() == {"ports": 0, "loop_ports": 0, "pipeline": 0, "groups": 0,
+                                  "entries": 0}
     assert fake.writes == []
 
 

@@ -14,7 +14,7 @@ import random
 from collections import defaultdict
 
 from protocol import constants as P
-from tests.tofino.fake_bfrt import FakeSwitch
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.model import register_actions, tables
 from tests.tofino.model import tables as T
 from tests.tofino.model.packet import Packet, deparse_egress, parse_egress, parse_ingress
