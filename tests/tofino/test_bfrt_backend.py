@@ -12,8 +12,8 @@ from control_plane import cli
 from control_plane.controller import Controller
 from control_plane.tofino import bfrt
 from control_plane.tofino.config import load_config, parse_config
-from control_plane.tofino.ports import port_entries
 from control_plane.tofino.controller import TofinoController
+from control_plane.tofino.ports import port_entries
 from protocol import constants as P
 from protocol.jobspec import JobSpec, SpecError, WorkerSpec
 from tests.p4.packets import job_spec
