@@ -100,10 +100,10 @@ class BfrtConnection:
             self._interface = self.gc.ClientInterface(
                 grpc_addr=address, client_id=self.client_id if bind else 0, device_id=device_id,
                 num_tries=2, perform_subscribe=bind)
-        except RuntimeError as exc:   # the client's own: it could not subscribe
-            raise BfrtError(f"no BF Runtime session at {address} (client id {self.client_id}): "
-                            f"{exc}; is bf_switchd running there, and is no other client "
-                            f"connected under this id?") from None
+        except RuntimeError:   # the client's own: it could not subscribe
+            raise BfrtError(f"no BF Runtime session at {address}: subscribing as client "
+                            f"{self.client_id} failed; is bf_switchd running there, and is no "
+                            f"other client connected under this id?") from None
         try:
             if bind:
                 self._bind()

@@ -31,10 +31,11 @@ log = logging.getLogger(__name__)
 
 class TofinoController(SwitchController):
     """Drives one Tofino switch over BF Runtime; ``client`` replaces the SDE's bfrt_grpc module
-    (tests pass a fake)."""
+    (tests pass a fake); ``client_id`` is the writer's BF Runtime client id (default: from the
+    process id)."""
 
     def __init__(self, address: str, config: SwitchConfig, device_id: int = 0,
-                 program: str = names.PROGRAM, client=None):
+                 program: str = names.PROGRAM, client=None, client_id: int | None = None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
         self.address = address
@@ -42,6 +43,7 @@ class TofinoController(SwitchController):
         self.device_id = device_id
         self.program = program
         self.client = client
+        self.client_id = client_id
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
         self.egress_stats = PacketStats("SaAtpEgress.stats")
@@ -54,7 +56,7 @@ class TofinoController(SwitchController):
         only read, naming the program in each read (``bfrt.BfrtConnection``)."""
         self.close()
         self.conn = BfrtConnection(self.address, self.program, self.device_id, client=self.client,
-                                   bind=not read_only)
+                                   bind=not read_only, client_id=self.client_id)
         return self
 
     def load_pipeline(self, force: bool = False) -> bool:

@@ -25,13 +25,27 @@ from tests.tofino.bfrt_schema import Table
 from tests.tofino.fake_switch import ALL_PIPES, FakeSwitch
 
 
+@dataclass(frozen=True)
+class Error:
+    """One entry's error, as the client unpacks it from the status details (bfruntime.proto's
+    Error): ``canonical_code`` is the gRPC code's number."""
+
+    canonical_code: int
+    message: str
+
+    @classmethod
+    def of(cls, refusal: Refused) -> Error:
+        return cls(grpc.StatusCode[refusal.code].value[0], refusal.message)
+
+
 class BfruntimeRpcException(Exception):
     """Carries its gRPC error itself: ``code()`` and ``details()``, and per-entry errors as
-    (index, refusal) pairs."""
+    (index, Error) pairs."""
 
     def __init__(self, code: str, message: str, errors=()):
         super().__init__(message)
-        self._code, self._details, self.errors = grpc.StatusCode[code], message, list(errors)
+        self._code, self._details = grpc.StatusCode[code], message
+        self.errors = [(i, Error.of(e)) for i, e in errors]
 
     def grpc_error_get(self):
         return self
@@ -46,8 +60,10 @@ class BfruntimeRpcException(Exception):
         return self.errors
 
     def __str__(self) -> str:
-        return "Error(s):\n" + "".join(f"\t* At index {i}: {e.code}, '{e.message}'\n"
-                                        for i, e in self.errors)
+        names = {c.value[0]: c.name for c in grpc.StatusCode}
+        return "Error(s):\n" + "".join(
+            f"\t* At index {i}: {names[e.canonical_code]}, '{e.message}'\n"
+            for i, e in self.errors)
 
 
 class BfruntimeForwardingRpcException(BfruntimeRpcException):
@@ -113,8 +129,6 @@ class _Table:
             if f.match_type != spec.match_type:
                 raise ValueError(f"field:{f.name} Passed in type:{f.match_type} is not equal "
                                  f"to type of keyfield:{spec.match_type}")
-            for part in (f.value, f.mask):
-                _fits_bytes(spec, part)
         given = {f.name for f in fields}
         for name, spec in self.info.keys.items():
             assert not spec.mandatory or name in given, \
@@ -187,8 +201,8 @@ class _Table:
 
 
 def _fits_bytes(spec, value) -> None:
-    """The client's size check: an integer must fit the field's bytes (the server checks
-    bits)."""
+    """The client's size check of a data field: an integer must fit the field's bytes (the
+    server checks its bits, and a key's width)."""
     if value is None or spec.kind != "int" or isinstance(value, bool):
         return
     if value >= 1 << (8 * spec.size):
@@ -226,6 +240,8 @@ class _Session:
             self.device.check_program(-1 if self.is_independent else self.client_id,
                                       p4_name or "")
         except Refused as exc:
+            if exc.code == "UNKNOWN":   # the client looks for entry errors in an UNKNOWN
+                raise RuntimeError("No binary details field") from None   # status: none here
             raise error(exc.code, exc.message) from None
         if write:
             self.device.requests += 1

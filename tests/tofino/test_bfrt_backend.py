@@ -3,6 +3,7 @@ what order, what it reads back, reconciliation, the ports file, the SDE import, 
 that one job spec gives the same switch state on both backends."""
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -261,7 +262,21 @@ def test_a_bad_ports_file_says_what_is_wrong(change, message):
         parse_config(CONFIG.replace(*change))
 
 
-def test_the_client_comes_from_the_sde(tmp_path, monkeypatch):
+@pytest.fixture
+def no_client_imported(monkeypatch):
+    """No bfrt_grpc imported or importable from sys.path; afterwards, what there was (another
+    test's SDE client stays imported)."""
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] == "bfrt_grpc"}
+    where = (("bfrt_grpc",), ("tofino", "bfrt_grpc"), ("client.py",))
+    monkeypatch.setattr("sys.path", [p for p in sys.path
+                                     if not any(Path(p, *sub).exists() for sub in where)])
+    yield
+    for name in [k for k in sys.modules if k.split(".")[0] == "bfrt_grpc"]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+def test_the_client_comes_from_the_sde(tmp_path, monkeypatch, no_client_imported):
     monkeypatch.delenv("SDE_INSTALL", raising=False)
     with pytest.raises(bfrt.BfrtUnavailable, match="SDE_INSTALL"):
         bfrt.import_bfrt_grpc()
@@ -270,9 +285,6 @@ def test_the_client_comes_from_the_sde(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     (package / "client.py").write_text("ClientInterface = 'the SDE client'\n")
     monkeypatch.setenv("SDE_INSTALL", str(tmp_path))
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))
-    monkeypatch.delitem(__import__("sys").modules, "bfrt_grpc", raising=False)
-    monkeypatch.delitem(__import__("sys").modules, "bfrt_grpc.client", raising=False)
     assert bfrt.import_bfrt_grpc().ClientInterface == "the SDE client"
 
 
