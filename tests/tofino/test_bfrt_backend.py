@@ -11,7 +11,7 @@ import pytest
 
 from control_plane import cli
 from control_plane.controller import Controller
-from control_plane.tofino import bfrt
+from control_plane.tofino import bfrt, names
 from control_plane.tofino.config import load_config, parse_config
 from control_plane.tofino.controller import TofinoController
 from control_plane.tofino.ports import port_entries
@@ -325,3 +325,17 @@ def test_the_example_ports_file_is_valid():
     config = load_config(Path(__file__).resolve().parents[2] / "examples/tofino/switch.toml")
     assert config.data_ports == (0, 4, 8, 12)
     assert {config.loop_port_for(p) for p in config.data_ports + (config.cpu_port,)} == {68, 196}
+
+
+def test_the_example_conf_names_the_program_and_its_pipeline():
+    """examples/tofino/sa_atp_tna.conf (what p4c-gen-bfrt-conf writes) points bf_switchd at
+    the program the controller binds, its one pipeline and the files of share/tofinopd."""
+    conf = json.loads((Path(__file__).resolve().parents[2]
+                       / "examples/tofino/sa_atp_tna.conf").read_text())
+    [program] = conf["p4_devices"][0]["p4_programs"]
+    assert program["program-name"] == names.PROGRAM
+    assert program["bfrt-config"] == f"share/tofinopd/{names.PROGRAM}/bf-rt.json"
+    [pipeline] = program["p4_pipelines"]
+    assert pipeline["p4_pipeline_name"] == names.PIPE
+    assert pipeline["config"] == f"share/tofinopd/{names.PROGRAM}/{names.PIPE}/tofino.bin"
+    assert pipeline["pipe_scope"] == [0, 1, 2, 3]
