@@ -171,13 +171,18 @@ def _int(spec: Field, raw: bytes, table: Table) -> int:
     return int.from_bytes(raw, "big")
 
 
+def _specs(table: Table, fields: dict[str, Field], found, what: str):
+    """(spec, field) for each field of a request, by id; an unknown id is refused."""
+    by_id = {f.id: f for f in fields.values()}
+    for field in found:
+        if field.field_id not in by_id:
+            raise Refused("INVALID_ARGUMENT", f"{table.name}: no {what} field {field.field_id}")
+        yield by_id[field.field_id], field
+
+
 def _decode_key(table: Table, key) -> dict:
-    by_id = {f.id: f for f in table.keys.values()}
     out = {}
-    for field in key.fields:
-        spec = by_id.get(field.field_id)
-        if spec is None:
-            raise Refused("INVALID_ARGUMENT", f"{table.name}: no key field {field.field_id}")
+    for spec, field in _specs(table, table.keys, key.fields, "key"):
         kind = field.WhichOneof("match_type")
         if kind == "exact":
             out[spec.name] = (field.exact.value.decode() if spec.kind == "string"
@@ -192,13 +197,8 @@ def _decode_key(table: Table, key) -> dict:
 
 def _decode_data(table: Table, data) -> tuple[str | None, dict]:
     action = table.action_name(data.action_id) if data.action_id else None
-    fields = table.action_fields(action)
-    by_id = {f.id: f for f in fields.values()}
     out = {}
-    for field in data.fields:
-        spec = by_id.get(field.field_id)
-        if spec is None:
-            raise Refused("INVALID_ARGUMENT", f"{table.name}: no data field {field.field_id}")
+    for spec, field in _specs(table, table.action_fields(action), data.fields, "data"):
         kind = field.WhichOneof("value")
         if kind == "stream":
             out[spec.name] = _int(spec, field.stream, table)
