@@ -9,6 +9,7 @@ ones before it.
     sa-atp-ctl counters --job 7
     sa-atp-ctl metrics --listen 127.0.0.1:9560                     # counters for Prometheus
     sa-atp-ctl drop-sim 0.01
+    sa-atp-ctl host 02:00:00:00:00:99 8                            # a host that is no worker
     sa-atp-ctl reconcile                                           # after a switch restart
 
 A Tofino switch is reached over BF Runtime instead, its ports given by a config file
@@ -28,7 +29,7 @@ from pathlib import Path
 from control_plane.connection import SwitchError
 from control_plane.controller import Controller
 from control_plane.desired_state import DesiredState
-from control_plane.tofino.bfrt import BfrtUnavailable
+from control_plane.tofino.bfrt import BfrtError, BfrtUnavailable
 from control_plane.tofino.config import load_config
 from control_plane.tofino.controller import TofinoController
 from control_plane.tofino.names import PROGRAM
@@ -97,8 +98,22 @@ def build_parser() -> argparse.ArgumentParser:
     drop.add_argument("probability", type=float)
     drop.add_argument("--port", type=int, help="only this port (default: every other port)")
     drop.add_argument("--egress", action="store_true", help="at egress instead of ingress")
+    host = sub.add_parser("host", help="forward frames for a MAC address to a port (a host "
+                          "that is no worker of a job here; kept in --state)")
+    host.add_argument("mac")
+    host.add_argument("port", type=int)
     sub.add_parser("reconcile", help="make the switch match the state file")
     return p
+
+
+def read_only(args) -> bool:
+    """Commands that only read: they leave the switch's writer role (P4Runtime's primary, BF
+    Runtime's binding) to another client, so they run beside it. (On P4Runtime ``slot`` is no
+    such command: it reads the aggregators with management packets, which need the stream a
+    primary client has.)"""
+    return args.command in ("counters", "metrics", "status") or (
+        args.command == "job" and args.job_command == "list") or (
+        args.command == "slot" and args.target == "tofino")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,10 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         controller = make_controller(args, state)
         if controller is None:
             return 2
-        # The exporter only reads: it must not hold the primary role other commands need.
-        with controller.connect(read_only=args.command == "metrics"):
+        with controller.connect(read_only=read_only(args)):
             output = run(controller, args)
-    except (SpecError, SwitchError, BfrtUnavailable, ValueError) as exc:
+    except (SpecError, SwitchError, BfrtUnavailable, BfrtError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     controller.save_state(args.state)
@@ -178,6 +192,9 @@ def run(controller, args) -> object:
         return [vars(s) for s in controller.read_slot(args.job_id, args.slot)]
     if args.command == "status":
         return controller.status()
+    if args.command == "host":
+        controller.add_host(args.mac, args.port)
+        return None
     if args.command == "drop-sim":
         controller.set_loss(args.probability, args.port,
                             "egress" if args.egress else "ingress")

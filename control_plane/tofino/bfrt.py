@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import groupby
 
 ALL_PIPES = 0xFFFF
 
@@ -69,25 +70,71 @@ def import_bfrt_grpc():
     return client
 
 
+class BfrtError(RuntimeError):
+    """The switch refused a request, or no session could be opened; the message says why."""
+
+
 class BfrtConnection:
-    """A BF Runtime client session bound to one program on one device."""
+    """A BF Runtime client session with one program on one device.
+
+    A writer subscribes under its own client id and binds the program: the server lets one
+    client bind a program, so one writer at a time (a second is refused with a
+    :class:`BfrtError` that says so). A reader neither subscribes nor binds: it names the
+    program in every read, which the server requires of a client that has not bound it, and so
+    runs beside the writer. A writer's changes are sent as few requests as their order allows:
+    one per run of changes of one kind to one table (a register clear is one request per
+    register).
+    """
 
     def __init__(self, address: str, program: str, device_id: int = 0, client=None,
-                 bind: bool = True):
+                 bind: bool = True, client_id: int | None = None):
         self.gc = client or import_bfrt_grpc()
         self.address = address
         self.device_id = device_id
-        # The client that binds the program is the one that writes (client id 0); a reader
-        # takes another id and leaves the binding alone.
-        self._interface = self.gc.ClientInterface(grpc_addr=address, client_id=0 if bind else 1,
-                                                  device_id=device_id)
-        if bind:
-            self._interface.bind_pipeline_config(program)
-        self.info = self._interface.bfrt_info_get(program)
         self.program = program
+        self.writer = bind
+        # Subscribed clients need ids of their own (the server refuses a second subscription
+        # under one id); readers are "independent" clients, which may share an id.
+        self.client_id = (os.getpid() & 0xFFFF) + 1 if client_id is None else client_id
+        try:
+            self._interface = self.gc.ClientInterface(
+                grpc_addr=address, client_id=self.client_id if bind else 0, device_id=device_id,
+                num_tries=2, perform_subscribe=bind)
+        except RuntimeError:   # the client's own: it could not subscribe
+            raise BfrtError(f"no BF Runtime session at {address}: subscribing as client "
+                            f"{self.client_id} failed; is bf_switchd running there, and is no "
+                            f"other client connected under this id?") from None
+        try:
+            if bind:
+                self._bind()
+            self.info = self._interface.bfrt_info_get(program)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bind(self) -> None:
+        try:
+            self._interface.bind_pipeline_config(self.program)
+        except self.gc.BfruntimeRpcException as exc:
+            code = exc.grpc_error_get().code().name
+            if code == "ALREADY_EXISTS":
+                raise BfrtError(
+                    f"another client is bound to {self.program} on {self.address} and writes to "
+                    f"it: BF Runtime takes one writer at a time (docs/tofino.md, \"One writer at a "
+                    f"time\"); stop it first, or use a read-only command (counters, slot, "
+                    f"status, job list, metrics)") from None
+            raise BfrtError(f"cannot bind {self.program} on {self.address} ({code}): is it the "
+                            f"program bf_switchd runs?") from None
 
     def close(self) -> None:
-        self._interface.tear_down_stream()
+        interface = getattr(self, "_interface", None)
+        if interface is None:
+            return
+        if interface.is_independent:
+            interface.channel.close()
+        else:
+            interface.tear_down_stream()
+        self._interface = None
 
     def target(self, pipe: int = ALL_PIPES):
         return self.gc.Target(device_id=self.device_id, pipe_id=pipe)
@@ -96,17 +143,28 @@ class BfrtConnection:
 
     def write(self, ops: Iterable[tuple[str, BfrtEntry]], pipe: int = ALL_PIPES) -> None:
         """Apply ("insert" | "modify" | "delete", entry) in order, in one pipe or all of them;
-        a default entry is set."""
+        a default entry is set. Consecutive changes of one kind to one table go as one
+        request."""
+        if not self.writer:
+            raise BfrtError("a read-only BF Runtime session cannot write")
         target = self.target(pipe)
-        for op, entry in ops:
-            table = self.info.table_get(entry.table)
-            if entry.is_default:
-                table.default_entry_set(target, self._data(table, entry))
-            elif op == "delete":
-                table.entry_del(target, [self._key(table, entry)])
-            else:
-                write = table.entry_add if op == "insert" else table.entry_mod
-                write(target, [self._key(table, entry)], [self._data(table, entry)])
+        for (op, name, is_default), run in groupby(
+                ops, key=lambda o: (o[0], o[1].table, o[1].is_default)):
+            entries = [entry for _, entry in run]
+            table = self.info.table_get(name)
+            try:
+                if is_default:
+                    for entry in entries:
+                        table.default_entry_set(target, self._data(table, entry))
+                elif op == "delete":
+                    table.entry_del(target, [self._key(table, e) for e in entries])
+                else:
+                    write = table.entry_add if op == "insert" else table.entry_mod
+                    write(target, [self._key(table, e) for e in entries],
+                          [self._data(table, e) for e in entries])
+            except self.gc.BfruntimeRpcException as exc:
+                raise BfrtError(f"{op} of {len(entries)} entries of {name} refused: "
+                                f"{_describe(exc)}") from None
 
     def read(self, table_name: str, pipe: int = ALL_PIPES, keys: list[dict] | None = None,
              from_hw: bool = False) -> list[BfrtEntry]:
@@ -114,12 +172,21 @@ class BfrtConnection:
         table = self.info.table_get(table_name)
         key_list = None if keys is None else [
             table.make_key([self.gc.KeyTuple(n, v) for n, v in k.items()]) for k in keys]
-        found = table.entry_get(self.target(pipe), key_list, {"from_hw": from_hw})
+        try:
+            found = list(table.entry_get(self.target(pipe), key_list, {"from_hw": from_hw},
+                                         p4_name=self.program))
+        except self.gc.BfruntimeRpcException as exc:
+            raise BfrtError(f"read of {table_name} refused: {_describe(exc)}") from None
         return [_entry(table_name, data.to_dict(), key.to_dict()) for data, key in found]
 
     def read_default(self, table_name: str) -> BfrtEntry | None:
         table = self.info.table_get(table_name)
-        for data, _ in table.default_entry_get(self.target()):
+        try:
+            found = list(table.default_entry_get(self.target(), p4_name=self.program))
+        except self.gc.BfruntimeRpcException as exc:
+            raise BfrtError(f"read of {table_name}'s default entry refused: "
+                            f"{_describe(exc)}") from None
+        for data, _ in found:
             return _entry(table_name, data.to_dict(), {}, is_default=True)
         return None
 
@@ -145,6 +212,14 @@ class BfrtConnection:
         if isinstance(value, tuple):
             return self.gc.DataTuple(name, int_arr_val=list(value))
         return self.gc.DataTuple(name, value)
+
+
+def _describe(exc) -> str:
+    """A refusal in words: the errors of the entries refused, or the request's status."""
+    if exc.sub_errors_get():
+        return " ".join(str(exc).split())
+    error = exc.grpc_error_get()
+    return f"{error.code().name}: {error.details()}"
 
 
 def _entry(table: str, data: dict, key: dict, is_default: bool = False) -> BfrtEntry:

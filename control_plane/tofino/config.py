@@ -1,7 +1,7 @@
 """A Tofino switch's ports, from a TOML file (docs/tofino.md has a complete example)::
 
     [switch]
-    cpu_port = 64            # bf_pcie_cpu_port of the platform: management requests
+    cpu_port = 64            # where management requests come in (docs/tofino.md, Ports)
 
     [[ports]]                # the data ports, named by device port as in job specs
     port = 0
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control_plane.tofino import names
-from control_plane.tofino.bfrt import BfrtEntry
 from protocol.jobspec import SpecError, parse_toml, read_file
 
 
@@ -98,14 +97,3 @@ def parse_config(text: str, source: str = "<config>") -> SwitchConfig:
 def load_config(path: str | Path) -> SwitchConfig:
     return parse_config(read_file(path, "switch config"), str(path))
 
-
-def port_entries(config: SwitchConfig) -> list[BfrtEntry]:
-    """``$PORT`` entries: the data ports, and the front ports put in MAC loopback as loop ports
-    (internal recirculation ports need none)."""
-    ports = [(p, names.LOOPBACK_NONE) for p in config.ports]
-    ports += [(p, names.LOOPBACK_MAC_NEAR) for p in config.loop_ports if p.mac_loopback]
-    return [BfrtEntry.make(names.PORT, {names.DEV_PORT: p.port},
-                           {names.SPEED: names.SPEEDS[p.speed], names.FEC: names.FEC_TYPES[p.fec],
-                            names.AUTO_NEGOTIATION: names.AUTONEG_MODES[p.autoneg],
-                            names.PORT_ENABLE: True, names.LOOPBACK_MODE: loopback})
-            for p, loopback in ports]

@@ -19,10 +19,11 @@ from control_plane.entries import MulticastGroup, TableEntry
 from control_plane.switch_controller import SwitchController
 from control_plane.tofino import names, pre
 from control_plane.tofino.bfrt import BfrtConnection, BfrtEntry
-from control_plane.tofino.config import SwitchConfig, pipe_of, port_entries
+from control_plane.tofino.config import SwitchConfig, pipe_of
 from control_plane.tofino.controls.aggregator import Aggregator
 from control_plane.tofino.controls.loop_ports import LoopPorts
 from control_plane.tofino.controls.packet_stats import PacketStats
+from control_plane.tofino.ports import port_changes, port_entries
 from protocol.jobspec import JobSpec, SpecError
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,11 @@ log = logging.getLogger(__name__)
 
 class TofinoController(SwitchController):
     """Drives one Tofino switch over BF Runtime; ``client`` replaces the SDE's bfrt_grpc module
-    (tests pass a fake)."""
+    (tests pass a fake); ``client_id`` is the writer's BF Runtime client id (default: from the
+    process id)."""
 
     def __init__(self, address: str, config: SwitchConfig, device_id: int = 0,
-                 program: str = names.PROGRAM, client=None):
+                 program: str = names.PROGRAM, client=None, client_id: int | None = None):
         config.validate()
         super().__init__(DesiredState(ports=config.data_ports))
         self.address = address
@@ -41,6 +43,7 @@ class TofinoController(SwitchController):
         self.device_id = device_id
         self.program = program
         self.client = client
+        self.client_id = client_id
         self.aggregator = Aggregator()
         self.ingress_stats = PacketStats("SaAtpIngress.stats")
         self.egress_stats = PacketStats("SaAtpEgress.stats")
@@ -48,11 +51,12 @@ class TofinoController(SwitchController):
         self.conn: BfrtConnection | None = None
 
     def connect(self, read_only: bool = False) -> TofinoController:
-        """Open the BF Runtime session; ``read_only`` does not bind the program (one client
-        binds it, and writes; others, such as the metrics exporter, only read)."""
+        """Open the BF Runtime session; ``read_only`` does not bind the program: one client
+        binds it, and writes; any number of others (the metrics exporter, the read commands)
+        only read, naming the program in each read (``bfrt.BfrtConnection``)."""
         self.close()
         self.conn = BfrtConnection(self.address, self.program, self.device_id, client=self.client,
-                                   bind=not read_only)
+                                   bind=not read_only, client_id=self.client_id)
         return self
 
     def load_pipeline(self, force: bool = False) -> bool:
@@ -64,9 +68,13 @@ class TofinoController(SwitchController):
     def reconcile(self) -> dict[str, int]:
         """Ports, parser value sets and loop ports first (the switch's base state), then jobs,
         hosts and groups as on every backend."""
-        base = port_entries(self.config) + self.loop_ports.entries(self.config)
-        tables = (names.PORT,) + self.loop_ports.tables
-        counts = {"ports": self._sync_bfrt(tables, base)}
+        conn = self._connection()
+        ports = port_changes(port_entries(self.config), conn.read(names.PORT))
+        if ports:
+            conn.write(ports)
+        counts = {"ports": len(ports),
+                  "loop_ports": self._sync_bfrt(self.loop_ports.tables,
+                                                self.loop_ports.entries(self.config))}
         counts.update(super().reconcile())
         return counts
 
@@ -119,22 +127,16 @@ class TofinoController(SwitchController):
         return pre.groups_from(conn.read(names.PRE_MGID), conn.read(names.PRE_NODE))
 
     def _sync_bfrt(self, tables, desired: list[BfrtEntry]) -> int:
-        """Bring BF Runtime tables of the switch's base state to ``desired`` by difference."""
+        """Bring tables of the program that only this controller writes to ``desired`` by
+        difference."""
         conn = self._connection()
         ops = []
         for table in tables:
             want = {e.ident: e for e in desired if e.table == table}
             have = {e.ident: e for e in conn.read(table)}
             ops += [("insert", e) for k, e in want.items() if k not in have]
-            ops += [("modify", e) for k, e in want.items()
-                    if k in have and not _covers(have[k], e)]
+            ops += [("modify", e) for k, e in want.items() if k in have and have[k] != e]
             ops += [("delete", e) for k, e in have.items() if k not in want]
         if ops:
             conn.write(ops)
         return len(ops)
-
-
-def _covers(have: BfrtEntry, want: BfrtEntry) -> bool:
-    """``have`` says at least what ``want`` says (a port reads back with more fields than the
-    controller sets)."""
-    return have.action == want.action and set(want.data) <= set(have.data)

@@ -10,8 +10,10 @@ v1model program's controls, tables, keys, actions and parameters, so a planned e
 (``control_plane/plan.py``, v1model names) becomes a BF Runtime entry by prefixing the table and
 renaming the one key that differs: the ingress port, ``standard_metadata`` on v1model and
 ``ig_intr_md`` on TNA. Fixed tables (``$pre.*``, ``$PORT``) and register and counter fields
-follow the SDE's BF Runtime conventions. Names marked (*) depend on compiler conventions that
-only the compiled bfrt.json can confirm (docs/tofino.md).
+follow the SDE's BF Runtime conventions. The names that depend on the compiler's conventions
+(the parser value sets, their key field and its match type) are checked against the compiled
+bfrt.json (tests/tofino/test_tna_compiled.py), and every name here was written through Intel's
+own client (tests/tofino/test_real_client.py).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ AGGREGATOR = "SaAtpIngress.aggregator"
 LANES = "SaAtpIngress.lanes"
 LOOP_PORT_TABLE = "SaAtpIngress.passes.loop_port"
 LOOP_PORT_ACTION = "SaAtpIngress.passes.to_loop"
-CPU_PORT_SET = f"{PIPE}.SaAtpIngressParser.cpu_port"        # (*) parser value sets
-LOOP_PORT_SET = f"{PIPE}.SaAtpIngressParser.loop_ports"     # (*)
-VALUE_SET_FIELD = "f1"                                      # (*)
+CPU_PORT_SET = f"{PIPE}.SaAtpIngressParser.cpu_port"        # parser value sets
+LOOP_PORT_SET = f"{PIPE}.SaAtpIngressParser.loop_ports"
+VALUE_SET_FIELD = "f1"       # bf-p4c names a value set's one key field f1, and makes it Ternary:
+PORT_MASK = 0x1FF            # a port is written with the mask of all its 9 bits
 
 # The SDE's fixed tables: multicast groups and their nodes, and the ports.
 PRE_MGID = "$pre.mgid"
@@ -57,6 +60,9 @@ LOOPBACK_MODE = "$LOOPBACK_MODE"
 SPEEDS = {s: f"BF_SPEED_{s}" for s in ("10G", "25G", "40G", "50G", "100G", "200G", "400G")}
 FEC_TYPES = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE",
              "rs": "BF_FEC_TYP_REED_SOLOMON"}
+# The port manager's other names for the same FEC types: a port reads back with the first name
+# of its type in alphabetical order, so firecode reads back as BF_FEC_TYP_FC.
+FEC_ALIASES = {"BF_FEC_TYP_FC": "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON"}
 AUTONEG_MODES = {"default": "PM_AN_DEFAULT", "on": "PM_AN_FORCE_ENABLE",
                  "off": "PM_AN_FORCE_DISABLE"}
 LOOPBACK_NONE = "BF_LPBK_NONE"

@@ -14,7 +14,8 @@ from control_plane.controller import Controller, Pipeline
 from control_plane.tofino.config import PortConfig, SwitchConfig
 from control_plane.tofino.controller import TofinoController
 from protocol import constants as P
-from tests.tofino.fake_bfrt import FakeClient, FakeSwitch
+from tests.tofino.fake_bfrt import FakeClient
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.model.pipeline import TnaModel
 from tests.tofino.twin import TwinTarget
 

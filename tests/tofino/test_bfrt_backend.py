@@ -3,6 +3,7 @@ what order, what it reads back, reconciliation, the ports file, the SDE import, 
 that one job spec gives the same switch state on both backends."""
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -10,14 +11,16 @@ import pytest
 
 from control_plane import cli
 from control_plane.controller import Controller
-from control_plane.tofino import bfrt
-from control_plane.tofino.config import load_config, parse_config, port_entries
+from control_plane.tofino import bfrt, names
+from control_plane.tofino.config import load_config, parse_config
 from control_plane.tofino.controller import TofinoController
+from control_plane.tofino.ports import port_entries
 from protocol import constants as P
 from protocol.jobspec import JobSpec, SpecError, WorkerSpec
 from tests.p4.packets import job_spec
 from tests.targets import EmbeddedTarget
-from tests.tofino.fake_bfrt import FakeClient, FakeSwitch
+from tests.tofino.fake_bfrt import FakeClient
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.targets import REQUIRES_V2, compiled_is_v2, switch_config
 
 PORTS = tuple(range(1, 9))
@@ -189,9 +192,10 @@ def test_reconcile_restores_a_restarted_switch_and_then_writes_nothing(tofino, f
     counts = tofino.reconcile()
     assert counts["ports"] > 0 and counts["entries"] > 0 and counts["groups"] == 3
     assert state(tofino) == before and fake.entries["$PORT"] == ports
-    assert fake.value_set("pipe.SaAtpIngressParser.cpu_port") == {P.CPU_PORT}
+    assert fake.value_set("pipe.SaAtpIngressParser.cpu_port").members == [(P.CPU_PORT, 0x1FF)]
     fake.writes.clear()
-    assert tofino.reconcile() == {"ports": 0, "pipeline": 0, "groups": 0, "entries": 0}
+    assert tofino.reconcile() == {"ports": 0, "loop_ports": 0, "pipeline": 0, "groups": 0,
+                                  "entries": 0}
     assert fake.writes == []
 
 
@@ -258,7 +262,21 @@ def test_a_bad_ports_file_says_what_is_wrong(change, message):
         parse_config(CONFIG.replace(*change))
 
 
-def test_the_client_comes_from_the_sde(tmp_path, monkeypatch):
+@pytest.fixture
+def no_client_imported(monkeypatch):
+    """No bfrt_grpc imported or importable from sys.path; afterwards, what there was (another
+    test's SDE client stays imported)."""
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] == "bfrt_grpc"}
+    where = (("bfrt_grpc",), ("tofino", "bfrt_grpc"), ("client.py",))
+    monkeypatch.setattr("sys.path", [p for p in sys.path
+                                     if not any(Path(p, *sub).exists() for sub in where)])
+    yield
+    for name in [k for k in sys.modules if k.split(".")[0] == "bfrt_grpc"]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+def test_the_client_comes_from_the_sde(tmp_path, monkeypatch, no_client_imported):
     monkeypatch.delenv("SDE_INSTALL", raising=False)
     with pytest.raises(bfrt.BfrtUnavailable, match="SDE_INSTALL"):
         bfrt.import_bfrt_grpc()
@@ -267,9 +285,6 @@ def test_the_client_comes_from_the_sde(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     (package / "client.py").write_text("ClientInterface = 'the SDE client'\n")
     monkeypatch.setenv("SDE_INSTALL", str(tmp_path))
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))
-    monkeypatch.delitem(__import__("sys").modules, "bfrt_grpc", raising=False)
-    monkeypatch.delitem(__import__("sys").modules, "bfrt_grpc.client", raising=False)
     assert bfrt.import_bfrt_grpc().ClientInterface == "the SDE client"
 
 
@@ -310,3 +325,17 @@ def test_the_example_ports_file_is_valid():
     config = load_config(Path(__file__).resolve().parents[2] / "examples/tofino/switch.toml")
     assert config.data_ports == (0, 4, 8, 12)
     assert {config.loop_port_for(p) for p in config.data_ports + (config.cpu_port,)} == {68, 196}
+
+
+def test_the_example_conf_names_the_program_and_its_pipeline():
+    """examples/tofino/sa_atp_tna.conf (what p4c-gen-bfrt-conf writes) points bf_switchd at
+    the program the controller binds, its one pipeline and the files of share/tofinopd."""
+    conf = json.loads((Path(__file__).resolve().parents[2]
+                       / "examples/tofino/sa_atp_tna.conf").read_text())
+    [program] = conf["p4_devices"][0]["p4_programs"]
+    assert program["program-name"] == names.PROGRAM
+    assert program["bfrt-config"] == f"share/tofinopd/{names.PROGRAM}/bf-rt.json"
+    [pipeline] = program["p4_pipelines"]
+    assert pipeline["p4_pipeline_name"] == names.PIPE
+    assert pipeline["config"] == f"share/tofinopd/{names.PROGRAM}/{names.PIPE}/tofino.bin"
+    assert pipeline["pipe_scope"] == [0, 1, 2, 3]

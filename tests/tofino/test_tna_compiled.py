@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tofino.fake_bfrt import program_schema
+from tests.tofino.fake_switch import program_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -14,7 +14,8 @@ from __future__ import annotations
 from protocol import constants as P
 from softswitch.dataplane import Dataplane
 from tests.targets import EmbeddedTarget
-from tests.tofino.fake_bfrt import FakeClient, FakeSwitch
+from tests.tofino.fake_bfrt import FakeClient
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.model.pipeline import TnaModel
 from tests.tofino.model.respond import STATES
 

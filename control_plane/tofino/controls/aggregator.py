@@ -46,7 +46,7 @@ class Aggregator:
     def clear(self, conn: BfrtConnection, indices, pipe: int = 0) -> None:
         """Zero every register of the aggregators (a pool aggregator's lane holder too), and
         their workers' `member` cells (a zero generation is never current: the first
-        aggregation bumps it to 1)."""
+        aggregation bumps it to 1): one request per register, with all its cells."""
         indices = aggregator_indices(indices)
         writes = [("modify", _cell(names.AGGREGATOR, name, i, {"f1": 0}))
                   for name in STATE_REGISTERS for i in indices]
@@ -76,21 +76,25 @@ def _cell(control: str, register: str, index: int, values: dict) -> BfrtEntry:
 
 def _read(conn: BfrtConnection, control: str, register: str, indices: list[int], pipe: int,
           parts=("f1",)) -> dict[int, dict[str, int]]:
-    """One register's cells at ``indices`` in ``pipe`` (a read of all pipes returns a value
-    per pipe)."""
-    found = conn.read(names.register(control, register),
+    """One register's cells at ``indices`` in ``pipe``, in one request (a read of one pipe
+    returns one value per field; a read of all pipes would return one per active pipe)."""
+    found = conn.read(names.register(control, register), pipe=pipe,
                       keys=[{names.REGISTER_INDEX: i} for i in indices], from_hw=True)
     cells = {}
     for entry in found:
         data = dict(entry.data)
         cells[dict(entry.key)[names.REGISTER_INDEX]] = {
-            part: _in_pipe(data[names.register_field(control, register, part)], pipe)
-            for part in parts}
+            part: _one(data[names.register_field(control, register, part)]) for part in parts}
     return cells
 
 
-def _in_pipe(value, pipe: int) -> int:
-    return value[pipe] if isinstance(value, tuple) else value
+def _one(value) -> int:
+    """A register field read from one pipe: BF Runtime returns it as a list of one value."""
+    if isinstance(value, tuple):
+        if len(value) != 1:
+            raise ValueError(f"a register read of one pipe returned {len(value)} values")
+        (value,) = value
+    return value
 
 
 def _int32(value: int) -> int:

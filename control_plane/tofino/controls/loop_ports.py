@@ -14,10 +14,14 @@ class LoopPorts:
     tables = (names.CPU_PORT_SET, names.LOOP_PORT_SET, table)
 
     def entries(self, config: SwitchConfig) -> list[BfrtEntry]:
-        out = [BfrtEntry.make(names.CPU_PORT_SET, {names.VALUE_SET_FIELD: config.cpu_port})]
-        out += [BfrtEntry.make(names.LOOP_PORT_SET, {names.VALUE_SET_FIELD: p.port})
-                for p in config.loop_ports]
+        out = [_member(names.CPU_PORT_SET, config.cpu_port)]
+        out += [_member(names.LOOP_PORT_SET, p.port) for p in config.loop_ports]
         out += [BfrtEntry.make(self.table, {names.INGRESS_PORT: port},
                                {"port": config.loop_port_for(port)}, names.LOOP_PORT_ACTION)
                 for port in config.data_ports + (config.cpu_port,)]
         return out
+
+
+def _member(value_set: str, port: int) -> BfrtEntry:
+    """A port in a parser value set: its key is ternary (a value and a mask)."""
+    return BfrtEntry.make(value_set, {names.VALUE_SET_FIELD: (port, names.PORT_MASK)})

@@ -14,7 +14,7 @@ import random
 from collections import defaultdict
 
 from protocol import constants as P
-from tests.tofino.fake_bfrt import FakeSwitch
+from tests.tofino.fake_switch import FakeSwitch
 from tests.tofino.model import register_actions, tables
 from tests.tofino.model import tables as T
 from tests.tofino.model.packet import Packet, deparse_egress, parse_egress, parse_ingress
@@ -63,18 +63,35 @@ class TnaModel:
         self.touched: set[tuple[str, int]] = set()    # (register, index) of the last packet
         self.counted: set[tuple[str, int]] = set()    # (counter, index) of the last packet
         self.looped: list[tuple[int, bytes]] = []     # (loop port, frame) held before pass 3
+        self.resubmitted: list[tuple[int, bytes, dict]] = []   # held before pass 2
 
     # -- a packet -------------------------------------------------------------------------------
 
-    def process(self, port: int, frame: bytes, hold: bool = False) -> list[tuple[int, bytes]]:
+    def process(self, port: int, frame: bytes, hold: bool = False,
+                hold_resubmit: bool = False) -> list[tuple[int, bytes]]:
         """A frame's passes and what leaves the switch. With ``hold``, a frame sent round the
         loop port waits there (``looped``) until ``release``: other packets can go through
-        between its passes 2 and 3, as on a switch."""
+        between its passes 2 and 3, as on a switch. With ``hold_resubmit``, a resubmitted frame
+        waits (``resubmitted``) before its pass 2 until ``release_resubmitted``: nothing
+        Intel publishes says resubmission keeps packets in order or never drops one."""
         self.touched, self.counted = set(), set()
         self._ingress_length = len(frame)
         phv = self._ingress(port, frame, None)
         if phv.tm["resubmit"] is not None:
+            if hold_resubmit:
+                self.resubmitted.append((port, frame, phv.tm["resubmit"]))
+                return []
             phv = self._ingress(port, frame, phv.tm["resubmit"])
+        return self._after_pass_two(phv, hold)
+
+    def release_resubmitted(self, index: int = 0) -> list[tuple[int, bytes]]:
+        """Pass 2 (and 3) of the ``index``-th held resubmitted frame, and what leaves."""
+        port, frame, resub = self.resubmitted.pop(index)
+        self.touched, self.counted = set(), set()
+        self._ingress_length = len(frame)
+        return self._after_pass_two(self._ingress(port, frame, resub), False)
+
+    def _after_pass_two(self, phv: Phv, hold: bool) -> list[tuple[int, bytes]]:
         if phv.tm["drop"]:
             return []
         if phv.bridge["to_loop"]:   # round the loop port: its egress passes it on untouched
