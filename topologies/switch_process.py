@@ -25,6 +25,7 @@ import grpc
 
 from control_plane.connection import serves_p4runtime
 from protocol.constants import CPU_PORT
+from topologies import lifetime
 
 EMBEDDED = "softswitch-grpc"
 BMV2 = "simple_switch_grpc"
@@ -104,8 +105,8 @@ class SwitchProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._port_file.unlink(missing_ok=True)
         stderr = open(self.run_dir / f"{self.name}.stderr", "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=stderr, stderr=stderr,
-                                     start_new_session=True)
+        self.proc = lifetime.popen(self.command(), stdout=stderr, stderr=stderr,
+                                   start_new_session=True)
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(self.grpc_address) as channel:
             while not serves_p4runtime(channel, 0.2):
