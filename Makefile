@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(PY) -m examples.main_job
 
-## The test suite (bmv2 and Mininet tests skip cleanly where those are absent).
+## The test suite (bmv2 and Mininet tests skip cleanly where those are absent), TEST_WORKERS
+## tests at a time (pytest-xdist; tests that share a switch or the network are grouped).
+TEST_WORKERS ?= 2
 test: $(STAMP) p4-check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 ## Recompile the P4 program (needs p4c-bm2-ss on PATH) and refresh its source stamp.
 p4: $(STAMP)
