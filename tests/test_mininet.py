@@ -36,7 +36,7 @@ def _mininet_unavailable() -> str | None:
 
 
 UNAVAILABLE = _mininet_unavailable()
-pytestmark = [pytest.mark.mininet, pytest.mark.xdist_group("mininet"),  # one network at a time
+pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")]
 TARGETS = ["embedded", pytest.param("bmv2", marks=[
     pytest.mark.bmv2,

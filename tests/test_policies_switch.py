@@ -22,9 +22,6 @@ from tests.policy_traces import B, N, run_delayed, run_synchronous, straggler
 from tests.quant_reference import reference_quantize
 from topologies.local import LocalCluster, local_job
 
-# one worker runs the module's one cluster run for all of its tests
-pytestmark = pytest.mark.xdist_group("policies-switch")
-
 ELEMENTS = 20 * P.LANES + 17  # 21 blocks, the last one partial
 PLANS_PER_POLICY = 3
 STRAGGLER = 3  # starts each k-of-n call once the others have its result: never summed

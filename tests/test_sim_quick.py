@@ -15,9 +15,6 @@ from sim.calibration import TOLERANCE
 from sim.studies import studies
 from sim.workloads import resnet50
 
-# one worker runs the module's one simulation for all of its tests
-pytestmark = pytest.mark.xdist_group("sim-quick")
-
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
