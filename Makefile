@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(PY) -m examples.main_job
 
-## The test suite (bmv2 and Mininet tests skip cleanly where those are absent).
+## The test suite (bmv2 and Mininet tests skip cleanly where those are absent), TEST_WORKERS
+## tests at a time (pytest-xdist), a file's tests in one worker: the Mininet tests share the
+## host's network, and a module's one expensive fixture (a cluster run, a simulation) serves
+## all of its tests.
+TEST_WORKERS ?= 2
 test: $(STAMP) p4-check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## Recompile the P4 program (needs p4c-bm2-ss on PATH) and refresh its source stamp.
 p4: $(STAMP)

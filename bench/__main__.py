@@ -1,6 +1,9 @@
 """``make bench``: run every benchmark, write bench/results/latest.json, print a summary.
 
-Usage: python -m bench [--only NAME ...]
+Usage: python -m bench [--only NAME ...] [--out FILE]
+
+The results file is replaced whole once every section has run (``--only`` merges its sections
+into it; a file that cannot be read is kept aside with a warning).
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ import platform
 import time
 from pathlib import Path
 
+from experiments import result_files
+from topologies import lifetime
+
 SECTIONS = ["quantizer", "codec", "softswitch", "transport", "loss", "sa_atp", "gpu"]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SA-ATP benchmarks")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results file (JSON)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     results = {"machine": {"cpu": platform.processor() or platform.machine(),
                            "python": platform.python_version()},
@@ -34,11 +40,13 @@ def main() -> None:
         for line in module.summary(results[name]):
             print(f"  {line}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    previous = json.loads(args.out.read_text()) if args.out.exists() and args.only else {}
+    # --only adds its sections to what the file holds; one it cannot read is kept aside
+    previous = result_files.read_json_or_keep_aside(args.out) if args.only else {}
     previous.update(results)
-    args.out.write_text(json.dumps(previous, indent=1, sort_keys=True) + "\n")
+    result_files.write_text(args.out, json.dumps(previous, indent=1, sort_keys=True) + "\n")
     print(f"[bench] results written to {args.out}")
 
 
 if __name__ == "__main__":
+    lifetime.exit_on_sigterm()   # a SIGTERM stops the switches and workers a section started
     main()

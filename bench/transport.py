@@ -18,6 +18,7 @@ sender idles between windows waiting for the far end to be scheduled).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import select
 import socket
 import struct
@@ -31,6 +32,7 @@ from host_lib.engine.links import UdpTunnelLink
 from pktio.udp import UdpBatch, address
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, Endpoint, FrameBatch, field_offset
+from topologies import lifetime
 from topologies.local import LocalCluster, local_job
 
 _STOP, _ASK = b"x", b"?"
@@ -54,7 +56,7 @@ def _swapped_l2_l4(header: np.ndarray) -> np.ndarray:
     return out
 
 
-def _reflect(ready) -> None:
+def _reflect(ready, parent: int) -> None:
     """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back to
     where it came from, from the address it was sent to (as the switch does). Probes are drained
     without an answer and counted: ``?`` asks for that count and the monotonic time of the last
@@ -64,6 +66,7 @@ def _reflect(ready) -> None:
     FrameBatch), so a batch's answers are written as byte columns of the receive buffer: the
     first frame's headers swapped, then the header bytes a RESULT changes. The far end is
     cheap, so that the benchmark measures the worker."""
+    lifetime.die_with_parent(parent)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
@@ -190,7 +193,7 @@ WINDOWS = (256, 1024)  # the default job window; one that covers this loopback's
 def run(elements: int = 1 << 21) -> dict:
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Queue()
-    reflector = ctx.Process(target=_reflect, args=(ready,), daemon=True)
+    reflector = ctx.Process(target=_reflect, args=(ready, os.getpid()), daemon=True)
     reflector.start()
     address = ready.get(timeout=30)
     values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)

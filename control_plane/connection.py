@@ -32,6 +32,22 @@ class SwitchError(RuntimeError):
         self.code = code
 
 
+def serves_p4runtime(channel: grpc.Channel, timeout: float) -> bool:
+    """Whether a P4Runtime server answers on ``channel`` within ``timeout`` seconds.
+
+    One unary call that waits for the channel to connect, where ``grpc.channel_ready_future``
+    would start a connectivity-polling thread that outlives the future (a future that timed
+    out stays subscribed) and fails once the channel is closed ("Cannot invoke RPC: Channel
+    closed!")."""
+    try:
+        p4runtime_pb2_grpc.P4RuntimeStub(channel).Capabilities(
+            p4runtime_pb2.CapabilitiesRequest(), timeout=timeout, wait_for_ready=True)
+    except grpc.RpcError as exc:   # any answer but "not there (yet)" is a server's
+        return exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                  grpc.StatusCode.DEADLINE_EXCEEDED)
+    return True
+
+
 @dataclass(frozen=True)
 class UpdateError:
     index: int
@@ -80,9 +96,7 @@ class SwitchConnection:
         self._arbitration: queue.Queue = queue.Queue()
         self._packets: queue.Queue = queue.Queue()
         self._closed = False
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
+        if not serves_p4runtime(self._channel, timeout):
             self._channel.close()
             raise SwitchError(f"no P4Runtime server answers at {address}",
                               grpc.StatusCode.UNAVAILABLE) from None

@@ -16,6 +16,7 @@ from experiments.emulated_link import LINK_GBPS, wire_ms
 from experiments.launch import METHODS, compile_kernels, pick, run_training
 from experiments.results import Run, load_run, plot_iteration_times, table
 from experiments.stragglers import PROFILES
+from topologies import lifetime
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_METHODS = ("gloo", "switch", "sa-atp-takeover", "sa-atp")
@@ -81,4 +82,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    lifetime.exit_on_sigterm()   # a SIGTERM stops the run's switch and torchrun, as Ctrl-C does
     main()

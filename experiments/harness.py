@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments import result_files
 from experiments.emulated_link import LINK_GBPS, wire_ms
 from experiments.launch import METHODS, compile_kernels, pick, run_training
 from experiments.results import (
@@ -37,6 +38,7 @@ from experiments.results import (
     write_csv,
 )
 from experiments.stragglers import PROFILES
+from topologies import lifetime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -259,9 +261,10 @@ def write_summary(rows: list[dict], args) -> str:
               "accuracy on the job's wall clock; bold: the best of the scenario.\n")
     tables = scenario_tables(rows, args.target_accuracy)
     overview = overview_table(rows, args.target_accuracy)
-    (args.out / "summary.md").write_text(header + "\n" + overview + "\n\n" + tables)
+    result_files.write_text(args.out / "summary.md", header + "\n" + overview + "\n\n" + tables)
     return tables
 
 
 if __name__ == "__main__":
+    lifetime.exit_on_sigterm()   # a SIGTERM stops the run's switch and torchrun, as Ctrl-C does
     main()

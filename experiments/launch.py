@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from topologies import lifetime
 from topologies.local import LocalCluster, local_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,9 +117,9 @@ def _torchrun(workers: int, args: list[str], output: Path | None) -> subprocess.
            f"--nproc-per-node={workers}", "-m", "experiments.train", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     if output is None:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env)
+        return lifetime.popen(cmd, cwd=ROOT, env=env)
     with open(output, "w") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return lifetime.popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _wait(procs: list[subprocess.Popen], timeout: float | None) -> None:

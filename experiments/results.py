@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import result_files
+
 
 @dataclass
 class Run:
@@ -96,7 +98,7 @@ def plot_iteration_times(runs: list[Run], path: Path, title: str = "") -> Path:
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    result_files.save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -118,14 +120,8 @@ def summary(run: Run, target: float) -> dict:
 
 
 def write_csv(rows: list[dict], path: Path) -> Path:
-    import csv
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    return result_files.write_csv(rows, path)
 
 
 _MEDIAN_FIELDS = ("iter_mean_ms", "iter_p50_ms", "iter_p99_ms", "final_accuracy", "total_s",
@@ -273,7 +269,7 @@ def plot_iteration_grid(runs: dict[str, list[Run]], path: Path, window: int = 5)
                frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    result_files.save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -309,6 +305,6 @@ def plot_time_to_accuracy(rows: list[dict], path: Path, target: float) -> Path:
     fig.legend(loc="lower center", ncol=min(len(methods), 8), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    result_files.save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path

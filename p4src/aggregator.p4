@@ -147,7 +147,10 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
     bit<8> bounce_reason = 0;
 
     apply {
-        if (hdr.packet_out.isValid()) {
+        /* A management request (docs/protocol.md §10) reads or clears the aggregator as it is:
+         * its carrier frame's header (run 0, chunk 0) is no packet of the job's. */
+        bool from_controller = hdr.packet_out.isValid();
+        if (from_controller) {
             index = hdr.packet_out.aggregator;
         } else {
             index = ((bit<32>)(meta.slot_base + hdr.sa.slot) << 1) | (bit<32>)(hdr.sa.flags & FLAG_SET);
@@ -162,7 +165,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         run_id.read(held_run, index);
 
         /* A borrowed slot sums in the pool's lanes, which another job's chunk may hold. */
-        bool borrowed = !hdr.packet_out.isValid() && hdr.sa.slot >= meta.own_slots;
+        bool borrowed = !from_controller && hdr.sa.slot >= meta.own_slots;
         lanes_at = index;
         if (borrowed) {
             lanes_at = ((bit<32>)(meta.pool_base + (hdr.sa.slot - meta.own_slots)) << 1)
@@ -179,9 +182,10 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
             fan_in = hdr.sa.fanin;
         }
         /* Runs (docs/protocol.md §4.5): state of an older run of the job is as good as empty; a
-         * packet of an older run than the slot's is refused. Serial-number arithmetic again. */
+         * packet of an older run than the slot's is refused. Serial-number arithmetic again.
+         * Not for a management request, which reports the state the aggregator holds. */
         bit<32> run_age = hdr.sa.run - held_run;
-        bool other_run = state != SLOT_EMPTY && run_age != 0;
+        bool other_run = !from_controller && state != SLOT_EMPTY && run_age != 0;
         bool old_run = other_run && run_age >= 32w0x80000000;
         bool unfinished = state == SLOT_AGGREGATING;
         if (other_run && !old_run) {
@@ -193,7 +197,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         bool changed = false;     /* the aggregator's state must be written back */
 
         /* -- decide ------------------------------------------------------------------------ */
-        if (hdr.packet_out.isValid()) {
+        if (from_controller) {
             management.count((bit<32>)hdr.packet_out.opcode);
             if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
                 held_run = 0;
@@ -345,7 +349,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta, inout standard_me
         if (changed) {
             save_state();
         }
-        if ((borrowed || hdr.packet_out.isValid()) && new_holder != holder) {
+        if ((borrowed || from_controller) && new_holder != holder) {
             lane_holder.write(lanes_at, new_holder);
         }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from experiments import result_files
 from experiments.harness import QUICK_SCENARIOS
 from experiments.launch import METHODS as TESTBED_METHODS
 from sim import calibration, efficiency, report
@@ -68,7 +69,7 @@ def main(argv=None) -> None:
     for s in chosen:
         add_speedups([r for r in results if r["study"] == s.name], eff,
                      BASELINE.get(s.name, "switch"))
-    report.write_csv(results, args.out / "studies.csv")
+    result_files.write_csv(results, args.out / "studies.csv")
     sections = []
     for s in chosen:
         baseline = BASELINE.get(s.name, "switch")
@@ -77,7 +78,8 @@ def main(argv=None) -> None:
                      f"Mean iteration time (ms); in brackets, against {baseline}: iteration "
                      "time, and time-to-accuracy speedup. ![" + s.name + f"]({s.name}.png)",
                      "", report.study_table(s, results, baseline), ""]
-    (args.out / "summary.md").write_text(
+    result_files.write_text(
+        args.out / "summary.md",
         f"Simulated with `python -m sim{' --quick' if args.quick else ''}`: "
         f"{args.iterations} iterations per case, the first {args.warmup} left out; "
         f"statistical efficiency rho = {eff.rho}, sigma = {eff.sigma}; calibration "

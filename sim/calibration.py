@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from experiments import result_files
 from experiments.harness import QUICK_SCENARIOS, SCENARIOS
 from experiments.launch import METHODS
 from host_lib.scheduling.policies.base import Policy
@@ -139,11 +140,9 @@ def fit(progress: bool = True) -> testbed.Fitted:
 
 def write(rows: list[dict], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "calibration.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "calibration.md").write_text(
+    result_files.write_csv(rows, out / "calibration.csv")
+    result_files.write_text(
+        out / "calibration.md",
         "Simulated vs testbed (docs/results/results.csv): mean iteration time without the "
         f"first iteration; errors beyond {TOLERANCE:.0%} in bold. Fitted host costs "
         f"(sim/testbed.py): {testbed.FITTED}.\n\n" + table(rows) + "\n")

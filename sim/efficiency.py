@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from experiments import result_files
 from sim.gradients import DigitsTraining
 
 TARGET = 0.95
@@ -119,7 +120,8 @@ def fit(points: list[dict]) -> Efficiency:
 def write(points: list[dict], eff: Efficiency, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "efficiency.json"
-    path.write_text(json.dumps({"target_accuracy": TARGET, "model": __doc__.split("\n\n")[2],
-                                "fit": {"rho": eff.rho, "sigma": eff.sigma},
-                                "points": points}, indent=1) + "\n")
+    result_files.write_text(path, json.dumps({"target_accuracy": TARGET,
+                                              "model": __doc__.split("\n\n")[2],
+                                              "fit": {"rho": eff.rho, "sigma": eff.sigma},
+                                              "points": points}, indent=1) + "\n")
     return path

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
+from experiments import result_files
 from experiments.results import pivot_table
 from sim.studies import Study
 
@@ -20,13 +20,6 @@ def _plt():
     return plt
 
 
-def write_csv(rows: list[dict], path: Path) -> Path:
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def label(x) -> str:
@@ -88,7 +81,7 @@ def plot_study(study: Study, rows: list[dict], path: Path, baseline: str) -> Pat
     fig.suptitle(study.title, fontsize=10)
     fig.legend(loc="lower center", ncol=min(len(methods), 9), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    fig.savefig(path, dpi=90)
+    result_files.save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -115,6 +108,6 @@ def plot_calibration(rows: list[dict], path: Path, tolerance: float) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    result_files.save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path

@@ -10,7 +10,7 @@ trace with a 3x straggler on worker 3 (tests/policy_traces.py)."""
 from __future__ import annotations
 
 import itertools
-import time
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -24,7 +24,7 @@ from topologies.local import LocalCluster, local_job
 
 ELEMENTS = 20 * P.LANES + 17  # 21 blocks, the last one partial
 PLANS_PER_POLICY = 3
-LATE = 0.3  # seconds worker 3 starts each k-of-n call late, so that it is never summed
+STRAGGLER = 3  # starts each k-of-n call once the others have its result: never summed
 
 
 def representative_plans(name: str):
@@ -48,24 +48,32 @@ def call_input(name: str, index: int, worker: int, discount: float) -> np.ndarra
     return rng.uniform(-0.9, 0.9, ELEMENTS).astype(np.float32) * np.float32(discount)
 
 
-def run_plans(comm, calls):
+def run_plans(comm, arg):
+    """Every call of CALLS; for each k-of-n call (``others_done``: call number -> an event per
+    other worker), the straggler waits until every other worker has the call's result."""
+    calls, others_done = arg
     w = comm.config.worker
     out = []
-    for name, index, plan in calls:
-        if name == "k-of-n" and w == 3:
-            time.sleep(LATE)
+    for k, (name, index, plan) in enumerate(calls):
+        if k in others_done and w == STRAGGLER:
+            assert all(done.wait(300) for done in others_done[k].values())
         x = call_input(name, index, w, plan.discount(w))
         out.append(comm.allreduce(x, weights=plan.weights(), tag=(name, index),
                                  plan=plan.round_plan(w)))
+        if k in others_done and w != STRAGGLER:
+            others_done[k][w].set()
     comm.close(linger=0.5)
     return out
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
+    mp = multiprocessing.get_context("spawn")
+    others_done = {k: {w: mp.Event() for w in range(N) if w != STRAGGLER}
+                   for k, (name, _, _) in enumerate(CALLS) if name == "k-of-n"}
     with LocalCluster([local_job(1, N, slots=16, inband_fanin=True)],
                       tmp_path_factory.mktemp("policies")) as cluster:
-        return cluster.run_workers(run_plans, {1: [CALLS] * N}, timeout=300)
+        return cluster.run_workers(run_plans, {1: [(CALLS, others_done)] * N}, timeout=300)
 
 
 def expected_blocks(name: str, index: int, plan, subset) -> np.ndarray:
@@ -95,7 +103,7 @@ def test_policy_plans_give_every_worker_the_exact_normalised_sum(results, name):
         if name == "k-of-n":
             # Exactly k contributions per block, never the late worker's.
             candidates = [s for s in itertools.combinations(contributors, plan.fanin)
-                          if 3 not in s]
+                          if STRAGGLER not in s]
         else:
             candidates = [tuple(contributors)]
         references = {s: expected_blocks(name, index, plan, s) for s in candidates}

@@ -2,7 +2,7 @@
 exact sums under loss and with a lossy or slow helper, and compute help that leaves the
 global-batch gradient unchanged."""
 
-import time
+import multiprocessing
 import warnings
 
 import numpy as np
@@ -15,7 +15,9 @@ from host_lib.scheduling.policies.base import StepHistory
 from host_lib.scheduling.policies.detection import StragglerDetector, _nanmedian
 from host_lib.scheduling.policies.sa_atp import SaAtp
 from host_lib.scheduling.sampling import split
+from protocol import constants as P
 from tests.quant_reference import AllreduceReference
+from tests.switch_state import aggregators, wait_for
 from topologies.local import LocalCluster, local_job
 
 # -- detection on synthetic traces -------------------------------------------------------------
@@ -130,21 +132,27 @@ def test_compute_help_keeps_the_global_batch_gradient():
 
 
 # -- slot takeover through the switch -----------------------------------------------------------
-
+# The straggler (worker 3) is held back before each call until the switch shows what the test
+# is about (a chunk of the call taken over, by the helper the test names): a late straggler by
+# construction, whatever the machine's load.
 
 def inputs(worker: int, call: int, n: int) -> np.ndarray:
     return (np.random.default_rng((worker, call)).standard_normal(n) * 0.1).astype(np.float32)
 
 
 def straggling_calls(comm, arg):
-    """Three calls; some workers start each one late (a straggler) or are slow to act on their
-    helper duty (a longer takeover timer than the others')."""
-    elements, delays, helpers, stragglers, takeover_after = arg
+    """Three calls; a held worker (``gate``: where it says which chunk its call starts at, and
+    one event per call) starts each one only once the test lets it; some workers are slow to act
+    on their helper duty (a longer takeover timer than the others')."""
+    elements, helpers, stragglers, takeover_after, gate = arg
     plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers),
                      takeover_after=takeover_after.get(comm.config.worker, 0.01))
     results, stats = [], []
     for call in range(3):
-        time.sleep(delays.get(comm.config.worker, 0.0))
+        if gate is not None:
+            starts, go = gate
+            starts.put(comm.next_chunk)
+            assert go[call].wait(600)
         results.append(comm.allreduce(inputs(comm.config.worker, call, elements), tag="t",
                                      plan=plan))
         stats.append(comm.last_stats)
@@ -152,18 +160,45 @@ def straggling_calls(comm, arg):
     return results, stats
 
 
-def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
+def taken_over(by=None, designated=None):
+    """A gate's condition: a chunk of the call the switch holds TAKEN, by helper ``by`` and
+    designated (chunk modulo three helpers) to ``designated``, where given."""
+    def check(state, start: int) -> bool:
+        return (state.state == P.SlotState.TAKEN and state.chunk >= start
+                and by in (None, state.helper) and designated in (None, state.chunk % 3))
+    return check
+
+
+def all_seen(conditions, start: int):
+    """A gate: every condition holds for some aggregator of the job."""
+    return lambda states: all(any(c(s, start) for s in states) for c in conditions)
+
+
+def run_takeover(tmp_path, n=4, elements=5_000, held=3, until=None, helpers=(0, 1, 2),
                  stragglers=(3,), loss=0.0, impairment=None, takeover_after=None,
                  **comm_options):
-    delays = {3: 0.4} if delays is None else delays
+    """Three calls of ``n`` workers, worker ``held`` held back each time until every condition
+    of ``until`` (default: a chunk taken over) holds on the switch; the exact sums checked, the
+    workers' call statistics returned. 5000 elements: 79 chunks a call, more than twice round
+    the 16 slots of both shadow sets."""
+    until = until or [taken_over()]
+    mp = multiprocessing.get_context("spawn")
+    gate = (mp.Queue(), [mp.Event() for _ in range(3)])
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         if loss:
             cluster.controller.set_loss(loss)
             cluster.controller.set_loss(loss, direction="egress")
-        results = cluster.run_workers(
+        group = cluster.start_workers(
             straggling_calls,
-            {1: [(elements, delays, helpers, stragglers, takeover_after or {})] * n},
-            impairment=impairment, timeout=300, **comm_options)
+            {1: [(elements, helpers, stragglers, takeover_after or {},
+                  gate if w == held else None) for w in range(n)]},
+            impairment=impairment, stall_timeout=600.0, **comm_options)
+        for call in range(3):
+            seen = all_seen(until, gate[0].get(timeout=300))
+            wait_for(lambda: seen(aggregators(cluster, 1)),  # noqa: B023 - used at once
+                     f"call {call}: chunks taken over as the test needs", poll=0.05)
+            gate[1][call].set()
+        results = group.join(300)
     reference = AllreduceReference(n)
     want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
     for w in range(n):
@@ -187,22 +222,21 @@ def test_takeover_survives_a_helper_that_loses_a_fifth_of_its_packets(tmp_path):
     # a round trip to worker 1 fails one time in three: give it longer before it calls the
     # switch dead
     stats = run_takeover(tmp_path, impairment={1: {"drop": 0.2, "seed": 5}},
-                         silence_timeout=20.0)
+                         until=[taken_over(by=1)], silence_timeout=20.0)
     assert sum(s.helper_results for s in stats[1]) > 0
 
 
 def test_a_slow_helper_is_replaced_by_the_next_one(tmp_path):
     """Worker 1 would act on its helper duty only long after the straggler arrives: the next
     helper in duty order (worker 2) takes over the chunks whose designated helper is 1 on top of
-    its own, so it completes more chunks than worker 0 (up to twice as many), and the sums stay
-    exact. The straggler is a second late: the backup helper acts three takeover delays (each
-    at least twice the retransmission timeout) after a chunk was sent, which under load came
-    close to the 0.4 s the other tests use, and it then stepped in for too few chunks."""
-    stats = run_takeover(tmp_path, takeover_after={1: 30.0}, delays={3: 1.0})
+    its own. The straggler waits, each call, until the switch holds a chunk designated to worker
+    1 taken over by worker 2, and one of worker 0's own taken by it; the sums stay exact."""
+    stats = run_takeover(tmp_path, takeover_after={1: 3600.0},
+                         until=[taken_over(by=2, designated=1), taken_over(by=0, designated=0)])
     completed = {w: sum(s.helper_results for s in stats[w]) for w in (0, 1, 2)}
     print(f"helper results per worker: {completed}")
     assert completed[1] == 0
-    assert completed[2] > completed[0] > 0
+    assert completed[0] > 0 and completed[2] > 0
 
 
 def test_an_undetected_straggler_among_the_helpers(tmp_path):

@@ -19,6 +19,7 @@ from host_lib.engine.runs import new_run_id
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frames_from_bytes
 from tests.quant_reference import AllreduceReference
+from tests.switch_state import aggregators, wait_for
 from topologies.local import SWITCH_IP, SWITCH_MAC, LocalCluster, WorkerFailed, local_job
 
 SWITCH = Endpoint(SWITCH_MAC, SWITCH_IP, P.UDP_PORT)
@@ -117,6 +118,7 @@ def test_forged_results_never_reach_a_worker(tmp_path, forgery):
         group = cluster.start_workers(two_calls_with_a_pause, args)
         for first, _ in events.values():
             assert first.wait(60)
+        before = received(cluster)
         w0, forger = jobs[0].workers[0], jobs[1].workers[0]
         source = SWITCH if forgery == "switch-source" else Endpoint(forger.mac, forger.ip,
                                                                     forger.udp_port)
@@ -131,7 +133,9 @@ def test_forged_results_never_reach_a_worker(tmp_path, forgery):
                 forged[12:14] = b"\x88\xb5"
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.sendto(bytes(forged), cluster.switch.udp_ports[3])
-        time.sleep(0.5)  # let them through the switch (or not) before the calls resume
+        # the switch has handled all eight before the calls resume (it handles frames in
+        # order: whatever it forwards reaches worker 0 before the second call's results)
+        wait_for(lambda: received(cluster) == before + 8, "the switch took the forged frames")
         for _, go_on in events.values():
             go_on.set()
         results = group.join(120)
@@ -147,6 +151,12 @@ def test_forged_results_never_reach_a_worker(tmp_path, forgery):
     else:
         stats = results[(1, 0)][2]
         assert stats.rejected["not_sa_atp"] == 8  # forwarded to worker 0, refused there
+
+
+def received(cluster) -> int:
+    """Frames of no job the switch has received, dropped or forwarded."""
+    counts = cluster.controller.counters()["ingress"]
+    return sum(counts["packets"].values())
 
 
 # -- runs (defect 2) ------------------------------------------------------------------------------
@@ -178,11 +188,9 @@ def test_a_worker_of_an_older_run_fails_clearly(tmp_path):
     with LocalCluster([local_job(1, 2, slots=8)], tmp_path) as cluster:
         newer = new_run_id()
         cluster.run_workers(sum_ints, {1: [(1, elements), (2, elements)]}, run=newer)
-        started = time.monotonic()
-        with pytest.raises(WorkerFailed, match="newer run of this job"):
+        with pytest.raises(WorkerFailed, match="newer run of this job"):   # not a time-out
             cluster.run_workers(sum_ints, {1: [(1, elements), (2, elements)]}, run=newer - 1,
                                 timeout=60)
-        assert time.monotonic() - started < 30
         again = cluster.run_workers(sum_ints, {1: [(4, elements), (5, elements)]},
                                     run=newer + 1)
     np.testing.assert_array_equal(again[(1, 0)], np.full(elements, 9, np.int32))
@@ -190,63 +198,60 @@ def test_a_worker_of_an_older_run_fails_clearly(tmp_path):
 
 # -- faults -------------------------------------------------------------------------------------
 
-def calls_until_told(comm, arg):
-    """Float calls, one after another, until ``stop`` is set; every result and whether it
-    fell back."""
-    import torch
-    import torch.distributed as dist
+HELD_CALL = 2  # the call in flight when the switch restarts
 
-    def told() -> bool:  # every worker stops after the same call, whenever it sees ``stop``
-        flag = torch.tensor([int(stop.is_set())])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
 
-    seed, stop, elements = arg
+def calls_across_a_restart(comm, arg):
+    """Four float calls, the results and statistics of each; worker 2 (``hold``: where it says
+    which chunk its call starts at, and the event it waits for) starts call HELD_CALL only when
+    the test lets it: the switch restarts while its peers wait for it in that call."""
+    seed, hold, elements = arg
     out = []
-    call = 0
-    while call < 4 or not told():
+    for call in range(4):
+        if hold is not None and call == HELD_CALL:
+            hold[0].put(comm.next_chunk)
+            assert hold[1].wait(300)
         x = np.random.default_rng((seed, comm.config.worker, call)).standard_normal(
             elements).astype(np.float32)
-        out.append((call, comm.allreduce(x, tag="g"), comm.last_stats.fallback is not None))
-        call += 1
+        out.append((comm.allreduce(x, tag="g"), comm.last_stats))
     comm.close()
     return out
 
 
-def test_a_switch_restarted_mid_job_costs_at_most_the_calls_in_flight(tmp_path):
-    """The switch process restarts (state lost) while calls run; the controller's reconcile
-    restores the job. The calls in flight complete through the switch once it is back (every
-    worker sends again what the new switch lacks) or, if that takes longer than the silence
-    bound, through gloo; the last calls go through the switch, and every call's result is the
-    allreduce of that call's inputs, none lost and none applied twice."""
+def test_a_call_in_flight_when_the_switch_restarts_completes_through_it(tmp_path):
+    """The switch process restarts (state lost) while workers 0 and 1 wait in a call for worker
+    2, their contributions in the switch; the controller's reconcile restores the job, and
+    worker 2 goes on. The call completes through the new switch: workers 0 and 1 send again
+    what it lacks. Every call's result is the allreduce of that call's inputs, none lost and
+    none applied twice."""
     n, elements = 3, 50_000
     mp = multiprocessing.get_context("spawn")
-    stop = mp.Event()
+    hold = (mp.Queue(), mp.Event())
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
-        group = cluster.start_workers(calls_until_told, {1: [(7, stop, elements)] * n},
-                                      distributed=True, silence_timeout=1.0)
-        time.sleep(3.0)
+        group = cluster.start_workers(
+            calls_across_a_restart,
+            {1: [(7, hold if w == 2 else None, elements) for w in range(n)]},
+            silence_timeout=300.0, stall_timeout=300.0)   # longer than any restart
+        start = hold[0].get(timeout=300)
+        wait_for(lambda: any(s.chunk >= start and s.bitmap == 0b011
+                             for s in aggregators(cluster, 1)),
+                 "workers 0 and 1's contributions to the held call in the switch", poll=0.05)
         cluster.switch.restart()
         cluster.controller.connect()
         assert cluster.controller.reconcile()["pipeline"] == 1  # it came back empty
-        time.sleep(6.0)
-        stop.set()
-        results = group.join(180)
-    for w in range(n):
-        calls = results[(1, w)]
-        reference = AllreduceReference(n)
-        assert [c for c, _, _ in calls] == list(range(len(calls)))  # none lost, none twice
-        fell_back = [c for c, _, fb in calls if fb]
-        assert len(fell_back) <= 2 and not calls[-1][2]
-        for call, got, fb in calls:
-            xs = [np.random.default_rng((7, v, call)).standard_normal(elements).astype(
-                np.float32) for v in range(n)]
-            if fb:  # gloo's float32 sum of the raw inputs; the scale history starts again
-                np.testing.assert_allclose(got, np.sum(xs, axis=0, dtype=np.float64),
-                                           rtol=1e-5, atol=1e-5)
-                reference = AllreduceReference(n)
-            else:
-                np.testing.assert_array_equal(got, reference(xs))
+        hold[1].set()
+        results = group.join(300)
+    reference = AllreduceReference(n)
+    for call in range(4):
+        xs = [np.random.default_rng((7, v, call)).standard_normal(elements).astype(np.float32)
+              for v in range(n)]
+        want = reference(xs)
+        for w in range(n):
+            got, stats = results[(1, w)][call]
+            np.testing.assert_array_equal(got, want, err_msg=f"worker {w}, call {call}")
+            assert stats.results == stats.chunks
+    for w in (0, 1):
+        assert results[(1, w)][HELD_CALL][1].retransmissions > 0
 
 
 def second_call_timed(comm, arg):
@@ -284,5 +289,5 @@ def test_a_worker_killed_mid_call_makes_the_others_fail_within_the_stall_bound(t
         group.kill()
     for w in (0, 1):
         message, elapsed = results[(1, w)]
-        assert "no chunk completed" in message
-        assert stall <= elapsed < stall + 10
+        assert "no chunk completed" in message   # the stall bound ended it (within the 60 s
+        assert elapsed >= stall                  # the test waits), not the silence bound

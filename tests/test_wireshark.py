@@ -63,11 +63,17 @@ def capture(pcap_dir: Path, run_dir: Path) -> list[bytes]:
         controller.reconcile()
         controller.admit(job.spec)
         w0, w1 = (UdpTunnelLink(switch.udp_ports[p]) for p in (1, 2))
-        time.sleep(0.2)  # both links' attachments reach their ports before any frame does
-        sent = [job.frame(0, P.Op.DATA, 0, a, **data),
-                job.frame(0, P.Op.DATA, 0, a, flags=P.Flag.RETX, **data)]
-        for f in sent:
+        # a probe of a chunk nobody holds is bounced to its sender alone: once each link has
+        # its bounce, the switch knows where both are, and multicasts reach them
+        probes = [job.frame(w, P.Op.DATA, 2, flags=P.Flag.PROBE, **data) for w in (0, 1)]
+        for link, probe in zip((w0, w1), probes, strict=True):
+            link.send(probe)
+            expect(link, P.Op.BOUNCE)
+        first = [job.frame(0, P.Op.DATA, 0, a, **data),
+                 job.frame(0, P.Op.DATA, 0, a, flags=P.Flag.RETX, **data)]
+        for f in first:
             w0.send(f)
+        sent = probes + first
         expect(w0, P.Op.BOUNCE), expect(w1, P.Op.BOUNCE)  # PENDING: chunk 0 waits for worker 1
         sent.append(job.frame(1, P.Op.DATA, 0, b, **data))
         w1.send(sent[-1])

@@ -59,12 +59,15 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_every_sample_is_computed_exactly_once_under_contention(scenario):
     """Four threads, each sleeping its slowdown times a per-sample time per micro-batch, share
-    one store for twelve iterations; a barrier stands for the allreduce."""
+    one store for twelve iterations; a barrier stands for the allreduce. At static 3x, in the
+    iterations with even shares, the straggler waits after its first micro-batch until a thief
+    has taken one of its own (it is three times slower: by construction, not by the clock)."""
     world, batch, pieces, iterations = 4, 96, 8, 12
     schedule, sampler = SCENARIOS[scenario], GlobalBatchSampler(1000, batch, seed=3)
     shares_of = [[24, 24, 24, 24], [30, 30, 30, 6], [20, 30, 40, 6]]
     store, barrier = dist.HashStore(), threading.Barrier(world)
     done: list[list[tuple[int, int, int, list[int]]]] = [[] for _ in range(world)]
+    robbed = [threading.Event() for _ in range(iterations)]   # worker 3's, per iteration
     errors = []
 
     def worker(rank):
@@ -75,6 +78,11 @@ def test_every_sample_is_computed_exactly_once_under_contention(scenario):
                 for mb in stealing.iteration(it, shares):
                     time.sleep(0.0005 * len(mb.samples) * schedule.factor(rank, it))
                     done[rank].append((it, mb.owner, mb.index, mb.samples.tolist()))
+                    if mb.owner == 3 != rank:
+                        robbed[it].set()
+                    if (scenario == "static-3x" and rank == mb.owner == 3 and it % 3 == 0
+                            and mb.index == 0):
+                        assert robbed[it].wait(30)
                 barrier.wait(timeout=30)
         except Exception as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)

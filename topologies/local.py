@@ -21,6 +21,7 @@ from pathlib import Path
 from control_plane.controller import Controller
 from host_lib.engine.runs import new_run_id
 from protocol.jobspec import JobSpec, WorkerSpec
+from topologies import lifetime
 from topologies.switch_process import EMBEDDED, SwitchProcess, free_tcp_port, udp_ports
 
 SWITCH_MAC = "02:00:00:00:00:fe"
@@ -60,6 +61,7 @@ class LocalCluster:
         self.controller.resize_pool(pool_slots)
         self.run_dir = Path(run_dir)
         self._last_run = 0
+        self._groups: list[WorkerGroup] = []
 
     def start(self) -> LocalCluster:
         self.switch.start()
@@ -70,6 +72,9 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        """Stop the workers still running, then the controller and the switch."""
+        for group in self._groups:
+            group.kill()
         self.controller.close()
         self.switch.stop()
 
@@ -109,11 +114,13 @@ class LocalCluster:
                 raise ValueError(f"job {job_id} has {len(contexts)} workers, got "
                                  f"{len(per_worker)} arguments")
             for wctx, arg in zip(contexts, per_worker, strict=True):
-                p = ctx.Process(target=_worker_main, args=(fn, wctx, arg, results),
+                p = ctx.Process(target=_worker_main,
+                                args=(fn, wctx, arg, results, os.getpid()),
                                 name=f"job{job_id}-w{wctx.worker}", daemon=True)
                 p.start()
                 procs.append(((job_id, wctx.worker), p))
-        return WorkerGroup(procs, results)
+        self._groups.append(WorkerGroup(procs, results))
+        return self._groups[-1]
 
     def run_workers(self, fn, args: dict[int, list], timeout: float = 600.0,
                     distributed: bool = False, impairment: dict | None = None,
@@ -173,6 +180,8 @@ class WorkerGroup:
         for _, p in self.procs:
             if p.is_alive():
                 p.kill()
+        for _, p in self.procs:
+            p.join()
 
 
 def _impairment_of(impairment: dict | None, worker: int) -> dict | None:
@@ -182,7 +191,8 @@ def _impairment_of(impairment: dict | None, worker: int) -> dict | None:
     return impairment.get(worker)
 
 
-def _worker_main(fn, ctx: WorkerContext, arg, results) -> None:
+def _worker_main(fn, ctx: WorkerContext, arg, results, parent: int) -> None:
+    lifetime.die_with_parent(parent)
     key = (ctx.spec.id, ctx.worker)
     try:
         results.put((key, True, fn(_communicator(ctx), arg)))

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import grpc
 
+from control_plane.connection import serves_p4runtime
 from protocol.constants import CPU_PORT
+from topologies import lifetime
 
 EMBEDDED = "softswitch-grpc"
 BMV2 = "simple_switch_grpc"
@@ -103,25 +105,18 @@ class SwitchProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._port_file.unlink(missing_ok=True)
         stderr = open(self.run_dir / f"{self.name}.stderr", "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=stderr, stderr=stderr,
-                                     start_new_session=True)
+        self.proc = lifetime.popen(self.command(), stdout=stderr, stderr=stderr,
+                                   start_new_session=True)
         deadline = time.monotonic() + timeout
-        channel = grpc.insecure_channel(self.grpc_address)
-        try:
-            while True:
+        with grpc.insecure_channel(self.grpc_address) as channel:
+            while not serves_p4runtime(channel, 0.2):
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"{self.binary} exited with {self.proc.returncode}: "
                                        f"{self._stderr_tail()}")
-                try:
-                    grpc.channel_ready_future(channel).result(timeout=0.2)
-                    break
-                except grpc.FutureTimeoutError:
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise TimeoutError(f"{self.binary} did not serve gRPC within {timeout} "
-                                           f"s: {self._stderr_tail()}") from None
-        finally:
-            channel.close()
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TimeoutError(f"{self.binary} did not serve gRPC within {timeout} "
+                                       f"s: {self._stderr_tail()}")
         if self.name == "embedded" and any(s.startswith("udp:") for s in self.interfaces.values()):
             while not self._port_file.exists():
                 if time.monotonic() > deadline:

@@ -1,0 +1,122 @@
+"""No process the project starts outlives its parent (topologies/lifetime.py), whatever signal
+ends the parent: a local cluster's switch and workers, and a benchmark section's switch,
+torchrun and training processes. Each case starts the parent in a process of its own, waits
+until every child it expects exists, sends the signal, and then finds none of them left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+
+
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """(parent pid, state, start time) of a live process, None for a gone or zombie one."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return (None if fields[0] == "Z" else (int(fields[1]), fields[0], int(fields[19])))
+
+
+def descendants(root: int) -> dict[tuple[int, int], str]:
+    """Every live descendant of ``root``: (pid, start time) -> command line."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            parents.setdefault(stat[0], []).append(int(entry.name))
+    found, todo = {}, list(parents.get(root, []))
+    while todo:
+        pid = todo.pop()
+        stat = _stat(pid)
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if stat is not None:
+            found[(pid, stat[2])] = cmdline
+            todo += parents.get(pid, [])
+    return found
+
+
+def alive(process: tuple[int, int]) -> bool:
+    stat = _stat(process[0])
+    return stat is not None and stat[2] == process[1]   # the same process, not a reused pid
+
+
+def kill_and_count_survivors(parent: subprocess.Popen, expected: dict[str, int],
+                             sig: int, timeout: float = 120) -> dict[tuple[int, int], str]:
+    """Wait until ``parent`` has at least ``expected[text]`` descendants whose command line
+    holds ``text``, for each text; send ``sig``; return the descendants still alive once the
+    parent is gone and the kernel and the parent's cleanup have had up to 30 s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        children = descendants(parent.pid)
+        counts = {text: sum(text in c for c in children.values()) for text in expected}
+        if all(counts[t] >= n for t, n in expected.items()):
+            break
+        assert parent.poll() is None, f"the parent ended first: {parent.communicate()}"
+        assert time.monotonic() < deadline, f"children never all started: {counts}"
+        time.sleep(0.1)
+    parent.send_signal(sig)
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {p: c for p, c in children.items() if alive(p)}
+
+
+def start(argv: list[str], cwd: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+CLUSTER = """
+    import time
+
+    from topologies.local import LocalCluster, local_job
+
+
+    def wait(comm, arg):
+        time.sleep(600)
+
+
+    if __name__ == "__main__":
+        with LocalCluster([local_job(1, 3, slots=4)], "run") as cluster:
+            cluster.run_workers(wait, {1: [None] * 3}, timeout=600)
+"""
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_no_process_outlives_a_local_cluster_run(tmp_path, sig):
+    """A script that runs a cluster as a library does (no signal handler of its own): its switch
+    and its three workers, the multiprocessing children, end with it."""
+    (tmp_path / "cluster.py").write_text(textwrap.dedent(CLUSTER))
+    parent = start(["cluster.py"], tmp_path)
+    survivors = kill_and_count_survivors(
+        parent, {"-m softswitch": 1, "multiprocessing.spawn": 3}, sig)
+    assert survivors == {}
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_no_process_outlives_a_bench_section(tmp_path, sig):
+    """``python -m bench --only sa_atp``, stopped once its first run's switch, torchrun and
+    four training processes exist."""
+    parent = start(["-m", "bench", "--only", "sa_atp", "--out", str(tmp_path / "results.json")],
+                   ROOT)
+    survivors = kill_and_count_survivors(
+        parent, {"-m softswitch": 1, "torch.distributed.run": 1, "-u -m experiments.train": 4},
+        sig)
+    assert survivors == {}
+    assert not (tmp_path / "results.json").exists()   # nothing half written
