@@ -13,8 +13,8 @@ Links:
 
 * :class:`UdpTunnelLink` carries each frame as one UDP datagram to a port of the embedded
   software switch on loopback (``softswitch-grpc -i 1@udp:127.0.0.1:PORT``): no root needed.
-  Batches go through :class:`pktio.udp.UdpBatch` (segmentation offload and GRO, else
-  ``sendmmsg``/``recvmmsg``, else one call per frame).
+  Batches go through :mod:`pktio.native` (segmentation offload and GRO, else
+  ``sendmmsg``/``recvmmsg``), else one call per frame (:class:`pktio.udp.UdpBatch`).
 * :class:`~host_lib.engine.udp_link.UdpSocketLink` speaks the protocol on a plain UDP socket
   bound to the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
 * :class:`RawEthernetLink` sends and receives frames on a Linux interface through AF_PACKET, as a
@@ -32,8 +32,9 @@ import struct
 
 import numpy as np
 
+from pktio.native import NativeSocket
 from pktio.ring import open_ring
-from pktio.udp import UdpBatch
+from pktio.udp import UdpBatch, best_mode
 from protocol import constants as P
 from protocol.codec import field_offset
 
@@ -49,7 +50,7 @@ class FrameLink:
     nothing faster."""
 
     def send_batch(self, frames: np.ndarray) -> None:
-        for frame in frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN):
+        for frame in frames[:, None].view(np.uint8):
             self.send(frame)
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
@@ -76,18 +77,29 @@ def as_frame_link(link) -> FrameLink:
 
 class UdpTunnelLink:
     """Frames as UDP datagrams to ``switch_addr`` (host, port), from an ephemeral local port.
-    ``mode`` forces one of :data:`pktio.udp.MODES` (default: the best the kernel has)."""
+    ``mode`` forces one of :data:`pktio.udp.MODES` (default: the best the kernel has); batches
+    in the offload and mmsg modes go through :mod:`pktio.native`, which the compiled round loop
+    uses too.
+
+    A port of the embedded switch answers whoever sent to it last, so the shards of a worker
+    (``host_lib/engine/shards.py``) share this one socket and its frames are handed to them in
+    arrival order. ``reply_to_sender``: the far end answers each socket that sends to it (the
+    benchmark's reflector): :meth:`open_shards` then gives each shard a socket of its own."""
 
     def __init__(self, switch_addr: tuple[str, int], bind_host: str = "127.0.0.1",
-                 mode: str | None = None):
-        self.switch_addr = switch_addr
+                 mode: str | None = None, reply_to_sender: bool = False):
+        self.switch_addr, self.bind_host = switch_addr, bind_host
+        self.reply_to_sender = reply_to_sender
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _RECV_BUFFER)
         self.sock.bind((bind_host, 0))
         self.sock.connect(switch_addr)
         self.sock.setblocking(False)
-        self.io = UdpBatch(self.sock, mode)
+        self.mode = mode or best_mode(self.sock)
+        self.native = None if self.mode == "plain" else NativeSocket(self.sock, P.FRAME_LEN,
+                                                                     mode=self.mode)
+        self.io = UdpBatch(self.sock, "plain") if self.native is None else self.native
         # Attach: the switch's tunnel port sends to whoever last sent to it, so without this a
         # worker that sits its first calls out (k-of-n, DPAR) would miss the job's results.
         self.send(b"")
@@ -102,7 +114,7 @@ class UdpTunnelLink:
             pass  # a full buffer or an absent switch is loss; retransmission recovers
 
     def send_batch(self, frames: np.ndarray) -> None:
-        self.io.send(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN))
+        self.io.send(frames[:, None].view(np.uint8))
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
         return self.io.lengths[:self.io.recv(rows)]
@@ -112,6 +124,18 @@ class UdpTunnelLink:
         is waiting."""
         lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
         return min(int(lengths[0]), len(buf)) if len(lengths) else 0
+
+    def switch_headers(self) -> tuple[bytes, bytes]:
+        """Frames arrive whole: nothing to synthesize (see UdpSocketLink)."""
+        return b"", b""
+
+    def open_shards(self, k: int) -> list | None:
+        """This link and k - 1 more to the same far end, each on a socket of its own, if the
+        far end answers each socket; None if it does not (the shards then share this one)."""
+        if not self.reply_to_sender:
+            return None
+        return [self] + [UdpTunnelLink(self.switch_addr, self.bind_host, self.mode, True)
+                         for _ in range(k - 1)]
 
     def close(self) -> None:
         self.sock.close()
@@ -154,7 +178,7 @@ class RawEthernetLink(FrameLink):
         if self.ring is None:
             super().send_batch(frames)
             return
-        self.ring.send(list(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN)))
+        self.ring.send(list(frames[:, None].view(np.uint8)))
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
         if self.ring is None:
