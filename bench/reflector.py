@@ -21,7 +21,15 @@ import struct
 import numba
 import numpy as np
 
-from pktio.native import NativeSocket, monotonic, pollfds, recv_rows, send_rows, wait
+from pktio.native import (
+    NativeSocket,
+    copy_bytes,
+    monotonic,
+    pollfds,
+    recv_rows,
+    send_rows,
+    wait,
+)
 from pktio.reuseport import reuseport_socket, steer_by_field
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, field_offset
@@ -53,7 +61,7 @@ def _answer(row):
     row[_COUNT] = 1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _same_source(names, a, b):
     for i in range(_SOCKADDR_IN):
         if names[a, i] != names[b, i]:
@@ -62,9 +70,21 @@ def _same_source(names, a, b):
 
 
 @numba.njit(cache=True, nogil=True)
-def serve(io, fds, rows, probes):
+def _random(state):
+    """A uniform number in [0, 1) (xorshift64; ``state``: one nonzero uint64)."""
+    x = state[0]
+    x ^= x << np.uint64(13)
+    x ^= x >> np.uint64(7)
+    x ^= x << np.uint64(17)
+    state[0] = x
+    return (x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def serve(io, fds, rows, probes, drop, rng):
     """Answer what arrives until a 1-byte datagram does; returns its first byte.
-    ``probes``: [drained, monotonic time of the last one]."""
+    ``probes``: [drained, monotonic time of the last one]; each answer is lost with
+    probability ``drop`` (``rng``: the generator's state)."""
     scratch = np.zeros(2, np.int64)
     while True:
         got = recv_rows(io, rows, len(rows))
@@ -85,12 +105,12 @@ def serve(io, fds, rows, probes):
                     if rows[i, _FLAGS] & _PROBE:
                         probes[_DRAINED_PROBES] += 1
                         probes[_LAST_PROBE] = monotonic(scratch)
-                    else:
+                    elif not (drop and _random(rng) < drop):
                         _answer(rows[i])
                         if keep != i:
-                            rows[keep] = rows[i]
+                            copy_bytes(rows[keep], 0, rows[i], 0, rows.shape[1])
                         keep += 1
-            io.dest[:_SOCKADDR_IN] = io.names[start, :_SOCKADDR_IN]
+            copy_bytes(io.dest, 0, io.names[start], 0, _SOCKADDR_IN)
             send_rows(io, rows, start, keep)
             start = end
         if control >= 0:
@@ -107,10 +127,10 @@ def _load_serve() -> None:
         poke.sendto(b"!", own.getsockname())
         native = NativeSocket(own, P.FRAME_LEN, dest=("127.0.0.1", 1))
         serve(native.io, pollfds(own.fileno()), np.zeros((1, P.FRAME_LEN + 1), np.uint8),
-              np.zeros(2))
+              np.zeros(2), 0.0, np.ones(1, np.uint64))
 
 
-def _process(ready, address, members: int) -> None:
+def _process(ready, address, members: int, drop: float, seed: int) -> None:
     sock = reuseport_socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
@@ -124,22 +144,27 @@ def _process(ready, address, members: int) -> None:
     fds = pollfds(sock.fileno())
     _load_serve()
     ready.put(sock.getsockname())
-    while serve(native.io, fds, rows, probes) == _ASK:
+    rng = np.array([seed * 0x9E3779B97F4A7C15 % 2**64 or 1], np.uint64)
+    while serve(native.io, fds, rows, probes, drop, rng) == _ASK:
         sender = socket.inet_ntoa(bytes(native.io.dest[4:8]))
         port = int.from_bytes(bytes(native.io.dest[2:4]), "big")
         sock.sendto(_DRAINED.pack(int(probes[0]), probes[1]), (sender, port))
 
 
 class Reflector:
-    """K reflector processes on one UDP port of 127.0.0.1 (see the module doc)."""
+    """K reflector processes on one UDP port of 127.0.0.1 (see the module doc). ``drop``: the
+    probability that an answer is lost, per process (a number for all, or one per process),
+    for tests of loss recovery."""
 
-    def __init__(self, shards: int = 1):
+    def __init__(self, shards: int = 1, drop: float | list[float] = 0.0):
+        drops = drop if isinstance(drop, list) else [drop] * shards
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Queue()
         self.procs = []
         address = ("127.0.0.1", 0)
-        for _ in range(shards):  # one at a time: the kernel numbers them in this order
-            proc = ctx.Process(target=_process, args=(ready, address, shards), daemon=True)
+        for k in range(shards):  # one at a time: the kernel numbers them in this order
+            proc = ctx.Process(target=_process, args=(ready, address, shards, drops[k], k + 1),
+                               daemon=True)
             proc.start()
             self.procs.append(proc)
             address = ready.get(timeout=60)

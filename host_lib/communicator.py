@@ -38,6 +38,7 @@ from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan, S
 from host_lib.engine.shards import ShardedTransport
 from host_lib.metrics import CallMetrics
 from protocol import constants as P
+from protocol.codec import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -377,3 +378,20 @@ def _blocks(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         part = x[b * P.LANES:(b + 1) * P.LANES]
         padded[row, :len(part)] = part
     return padded.reshape(-1)
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) every kernel a communicator runs, of one shard and
+    of several: once, before starting many worker processes at once. A cold compile takes
+    seconds of CPU; workers that each did it at start, on the same cores, would reach their
+    first call far apart, and the first ones would wait on the last beyond the silence bound."""
+    from host_lib.engine.links import UdpTunnelLink
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+        sink.bind(("127.0.0.1", 0))
+        worker = Endpoint("02:00:00:00:00:01", "127.0.0.1")
+        for shards in (1, 2):
+            config = CommunicatorConfig(job=1, worker=0, n_workers=1, slots=4,
+                                        local=worker, switch=worker, run=1, shards=shards)
+            link = UdpTunnelLink(sink.getsockname(), reply_to_sender=True)
+            SwitchCommunicator(config, link).close(linger=0)

@@ -202,6 +202,13 @@ class NativeSocket:
         """The mode sends use now (a device that refuses segmentation turns offload to mmsg)."""
         return "offload" if self.io.state[_SEND_MODE] == OFFLOAD else "mmsg"
 
+    def one_by_one(self) -> None:
+        """Receive datagram by datagram from now on (no GRO trains): a group of sockets
+        steered by a field of each datagram (:mod:`pktio.reuseport`) needs that."""
+        if self.io.state[_RECV_MODE] == OFFLOAD:
+            self.sock.setsockopt(SOL_UDP, UDP_GRO, 0)
+            self.io.state[_RECV_MODE] = MMSG
+
     @property
     def lengths(self) -> np.ndarray:
         """Full lengths of what the last receive returned."""
@@ -239,9 +246,17 @@ def _checked(result: int) -> int:
     return result
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _row_address(rows, i, off):
     return rows.ctypes.data + i * rows.strides[0] + off
+
+
+@numba.njit(cache=True, nogil=True)
+def copy_bytes(dst, dst_at, src, src_at, n):
+    """``dst[dst_at:dst_at + n] = src[src_at:src_at + n]`` for 1-D arrays (a loop compiles
+    much faster than numba's general slice assignment, and LLVM turns it into a memcpy)."""
+    for i in range(n):
+        dst[dst_at + i] = src[src_at + i]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -367,35 +382,33 @@ def recv_rows(io, rows, room):
             start = 0
             if end == 0:  # an empty datagram is still one
                 io.lengths[got] = 0
-                io.names[got] = io.train_name
+                copy_bytes(io.names[got], 0, io.train_name, 0, NAME_LEN)
                 got += 1
                 continue
             if direct and seg == io.size:
                 k = -(-end // seg)  # the last one may be shorter
                 for i in range(k):
                     io.lengths[got + i] = min(seg, end - i * seg)
-                    io.names[got + i] = io.train_name
+                    copy_bytes(io.names[got + i], 0, io.train_name, 0, NAME_LEN)
                 got += k
                 continue
             if direct:  # another size: back into the staging area, handed out from there
                 for i in range(-(-end // io.size)):
-                    w = min(io.size, end - i * io.size)
-                    staging[i * io.size:i * io.size + w] = rows[got + i, io.off:io.off + w]
+                    copy_bytes(staging, i * io.size, rows[got + i], io.off,
+                               min(io.size, end - i * io.size))
         k = min((end - start) // seg, room - got)  # whole segments
         if k:
             w = min(seg, width)
             for i in range(k):
-                at = start + i * seg
-                rows[got + i, io.off:io.off + w] = staging[at:at + w]
+                copy_bytes(rows[got + i], io.off, staging, start + i * seg, w)
                 io.lengths[got + i] = seg
-                io.names[got + i] = io.train_name
+                copy_bytes(io.names[got + i], 0, io.train_name, 0, NAME_LEN)
             start += k * seg
         else:  # the train's shorter last segment
             k, tail = 1, end - start
-            w = min(tail, width)
-            rows[got, io.off:io.off + w] = staging[start:start + w]
+            copy_bytes(rows[got], io.off, staging, start, min(tail, width))
             io.lengths[got] = tail
-            io.names[got] = io.train_name
+            copy_bytes(io.names[got], 0, io.train_name, 0, NAME_LEN)
             start = end
         got += k
         state[_TRAIN_START], state[_TRAIN_END], state[_TRAIN_SEG] = start, end, seg

@@ -50,24 +50,24 @@ def words(rows):
     return rows.view(np.int32)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _put16(row, at, value):
     row[at], row[at + 1] = (value >> 8) & 0xFF, value & 0xFF
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _put32(row, at, value):
     row[at], row[at + 1] = (value >> 24) & 0xFF, (value >> 16) & 0xFF
     row[at + 2], row[at + 3] = (value >> 8) & 0xFF, value & 0xFF
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _place(chunk, window):
     """Chunk ``chunk``'s slot and set."""
     return chunk % window, (chunk // window) % 2
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _next(chunk, slot, flip, step, window):
     """The chunk ``step`` on from ``chunk`` (in slot ``slot`` of set ``flip``), and its slot
     and set, without a division per frame."""
@@ -82,7 +82,7 @@ def _next(chunk, slot, flip, step, window):
     return after, slot, flip
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _start_frame(row, word_row, head, chunk, slot, flip, scale, exp):
     for w in range(_LANES // 4):
         word_row[w] = head[w]
@@ -93,14 +93,14 @@ def _start_frame(row, word_row, head, chunk, slot, flip, scale, exp):
     _put16(row, _EXP, exp)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def swap32(v):
     """An int32 in the other byte order (the shifts compile to one byte swap)."""
     u = np.uint32(v)
     return np.int32(((u & 0xFF) << 24) | ((u & 0xFF00) << 8) | ((u >> 8) & 0xFF00) | (u >> 24))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _put_lanes(word_row, lanes):
     """The lanes in network byte order."""
     for i in range(P.LANES):
@@ -124,7 +124,8 @@ def quantized_frames(rows, header, x, scales, j, first, step, first_chunk, windo
         if start + P.LANES <= len(x):
             e = quantize_block(x, xbits, start, scales[b], j, lanes)
         else:
-            tail[:len(x) - start] = x[start:]
+            for k in range(len(x) - start):
+                tail[k] = x[start + k]
             e = quantize_block(tail, tail.view(np.int32), 0, scales[b], j, lanes)
         exps[b] = e
         _start_frame(rows[i], word_rows[i], head, chunk, slot, flip, scales[b], e)
@@ -158,8 +159,8 @@ def int_frames(rows, header, values, first, step, first_chunk, window):
         b = first + step * i
         start = b * P.LANES
         stop = min(start + P.LANES, len(values))
-        lanes[:stop - start] = values[start:stop]
-        lanes[stop - start:] = 0
+        for k in range(P.LANES):
+            lanes[k] = values[start + k] if start + k < stop else 0
         _start_frame(rows[i], word_rows[i], head, chunk, slot, flip, 0, 0)
         _put_lanes(word_rows[i], lanes)
         chunk, slot, flip = _next(chunk, slot, flip, step, window)

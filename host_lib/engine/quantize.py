@@ -62,7 +62,7 @@ def _exponent_of_max_bits(m):
     return biased - 127 + (1 if (m & 0x7FFFFF) != 0 else 0) + EXP_BIAS
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def quantize_block(x, xbits, start, scale, j, row):
     """Quantize the LANES values ``x[start:start + LANES]`` (``xbits``: the same memory as
     int32) with the biased ``scale`` into ``row`` (int32); returns the block's own biased

@@ -41,12 +41,12 @@ _COPY = int(P.Flag.COPY)
 _HELPER = int(P.Flag.HELPER)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _u16(row, at):
     return (np.int64(row[at]) << 8) | np.int64(row[at + 1])
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _u32(row, at):
     return ((np.int64(row[at]) << 24) | (np.int64(row[at + 1]) << 16)
             | (np.int64(row[at + 2]) << 8) | np.int64(row[at + 3]))

@@ -27,7 +27,7 @@ import numpy as np
 
 from host_lib.engine import rto
 from host_lib.engine.result_path import flag_losses, take_results
-from pktio.native import monotonic, recv_rows, send_rows, wait
+from pktio.native import copy_bytes, monotonic, recv_rows, send_rows, wait
 from protocol import constants as P
 
 DONE, FRAMES, TIMERS, SEND, CHECK, FAILED = range(6)
@@ -194,8 +194,8 @@ def _frames_only(io, rows, got):
     for i in range(got):
         if io.lengths[i] + io.off == P.FRAME_LEN:
             if good != i:
-                rows[good] = rows[i]
-                io.names[good] = io.names[i]
+                copy_bytes(rows[good], 0, rows[i], 0, rows.shape[1])
+                copy_bytes(io.names[good], 0, io.names[i], 0, io.names.shape[1])
                 io.lengths[good] = io.lengths[i]
             good += 1
     return good
@@ -210,7 +210,7 @@ def _switch_headers(io, rx, good):
         for b in range(size):
             if io.names[i, b] != rx.peer_name[b]:
                 return False
-        rx.rows[i, :io.off] = rx.peer_header
+        copy_bytes(rx.rows[i], 0, rx.peer_header, 0, io.off)
     return True
 
 

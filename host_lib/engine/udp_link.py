@@ -30,12 +30,14 @@ import socket
 import numpy as np
 
 from pktio.native import NativeSocket
+from pktio.reuseport import reuseport_socket, steer_by_field
 from pktio.udp import UdpBatch, best_mode, sockaddr
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, Endpoint, Frame, Header, encode_frame, field_offset
 
 L2L4_LEN = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN  # what the kernel adds and strips
 _IP_DST, _UDP_DPORT = field_offset("ip_dst"), field_offset("udp_dport")
+_SLOT = field_offset("slot")
 _UNKNOWN_MAC = "00:00:00:00:00:00"
 _SOCKADDR_IN = 16  # the bytes of an IPv4 source address
 _BUFFER = 8 << 20
@@ -47,8 +49,8 @@ class UdpSocketLink:
 
     def __init__(self, local: Endpoint, switch: Endpoint,
                  peers: dict[int, Endpoint] | None = None, mode: str | None = None):
-        self.local, self.switch = local, switch
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.local, self.switch, self.peers = local, switch, peers
+        self.sock = reuseport_socket()  # the shards' sockets may join its port (open_shards)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _BUFFER)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _BUFFER)
         self.sock.bind((local.ip, local.port))
@@ -99,6 +101,23 @@ class UdpSocketLink:
         if n:
             self._synthesize(rows, io.names[:n])
         return io.lengths[:n] + L2L4_LEN
+
+    def open_shards(self, k: int) -> list | None:
+        """This link and k - 1 more on the same port, the kernel handing each datagram to link
+        ``slot mod k`` (:mod:`pktio.reuseport`), datagram by datagram (a GRO train would go
+        whole to one); None where the kernel cannot steer. The shards share the port, as the
+        switch sends every result of a worker to its one port (a NIC's RSS therefore keeps them
+        on one queue; the steering spreads them over the shards' cores after it)."""
+        try:
+            steer_by_field(self.sock, _SLOT - L2L4_LEN, k)
+        except OSError:
+            return None
+        links = [self] + [UdpSocketLink(self.local, self.switch, self.peers, self.mode)
+                          for _ in range(k - 1)]
+        for link in links:
+            if link.native is not None:
+                link.native.one_by_one()
+        return links
 
     def switch_headers(self) -> tuple[bytes, bytes]:
         """The sockaddr the switch's datagrams come from, and the headers their frames get:
