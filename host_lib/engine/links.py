@@ -9,6 +9,16 @@ The interface the transport uses (:class:`FrameLink`):
   row), so the caller tells frames from anything else;
 * ``fileno()`` for the poll loop, and ``close()``. Every link is non-blocking.
 
+And, where a link has them:
+
+* ``native``: the :class:`pktio.native.NativeSocket` its batches go through, on which the
+  transport runs its compiled round loop (``host_lib/engine/round_loop.py``), with
+  ``switch_headers()`` (what the loop writes before a datagram from the switch, for a link that
+  receives datagrams rather than frames) and ``finish_headers(rows, n)`` (the headers of
+  datagrams from anywhere else);
+* ``open_shards(k)``: k links, this one first, each with a socket of its own to which the frames
+  of its slots come back (``host_lib/engine/shards.py``), or None where they cannot.
+
 Links:
 
 * :class:`UdpTunnelLink` carries each frame as one UDP datagram to a port of the embedded

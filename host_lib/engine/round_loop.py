@@ -20,6 +20,8 @@ same round entirely in Python.
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import NamedTuple
 
 import numba
@@ -27,7 +29,16 @@ import numpy as np
 
 from host_lib.engine import rto
 from host_lib.engine.result_path import flag_losses, take_results
-from pktio.native import copy_bytes, monotonic, recv_rows, send_rows, wait
+from host_lib.engine.rounds import CallStats
+from pktio.native import (
+    NativeSocket,
+    copy_bytes,
+    monotonic,
+    pollfds,
+    recv_rows,
+    send_rows,
+    wait,
+)
 from protocol import constants as P
 
 DONE, FRAMES, TIMERS, SEND, CHECK, FAILED = range(6)
@@ -265,8 +276,6 @@ class CompiledLoop:
     def __init__(self, native, rows: np.ndarray, template: np.ndarray, mask: np.ndarray,
                  rto_state: np.ndarray, ask_state: np.ndarray, workers: int, worker: int,
                  peer_name: bytes = b"", peer_header: bytes = b"", wake_fd: int | None = None):
-        from pktio.native import pollfds
-
         self.native = native
         self.rx = Receive(rows, template, mask, np.zeros(len(rows), np.int64),
                           np.zeros(len(rows), np.int64), np.frombuffer(peer_name, np.uint8),
@@ -295,10 +304,21 @@ class CompiledLoop:
         stats.packets_sent += int(out[SENT])
         stats.malformed += int(out[MALFORMED])
         if out[REASON] == FAILED:
-            import os
-
             raise OSError(int(out[ERRNO]), os.strerror(int(out[ERRNO])))
         return int(out[REASON]), int(out[START]), int(out[END]), bool(out[FOREIGN])
+
+    def load(self, rnd) -> None:
+        """Load the compiled loop for rounds like ``rnd``, told to stop before it starts, and
+        the link's batch calls as its Python methods make them (on a socket of their own:
+        nothing is received, nothing sent)."""
+        self.run(rnd, CallStats(), 1, (0.0,) * 5, np.ones(1, np.uint8))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.setblocking(False)
+            probe = NativeSocket(sock, P.FRAME_LEN)
+            probe.recv(self.rx.rows)
+            probe.send(rnd.rows[:0])
+            probe.send(np.ascontiguousarray(rnd.rows[:0]))
 
     @property
     def last_heard(self) -> float:

@@ -1,23 +1,26 @@
 """The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7).
 
-:class:`Transport` pushes a :class:`~host_lib.engine.rounds.Round` (consecutive chunk ids whose DATA
-frames are prebuilt in one numpy array) through the switch over a link: at most W chunks in
-flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
+:class:`Transport` pushes a :class:`~host_lib.engine.rounds.Round` (the chunk ids of a call, or
+every K-th of them for one of K shards, ``host_lib/engine/shards.py``, whose DATA frames are
+prebuilt in one numpy array) through the switch over a link: at most W chunks in flight (W / K a
+shard), chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
 drains what has arrived (a batch of frames at a time, results applied by compiled code),
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
-nothing to do.
+nothing to do. On a link with compiled batch calls, the common case of those passes runs in
+compiled code (:mod:`host_lib.engine.round_loop`) until something needs this module's Python.
 
 With a :class:`~host_lib.engine.rounds.RoundPlan` that names helpers, the transport's
 :class:`~host_lib.engine.takeover.Takeover` also plays the helper role of slot takeover. Helper
 duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers between
 calls.
 
-The module is longer than most (about 460 lines) because it is one state machine: the sending,
+The module is longer than most (about 500 lines) because it is one state machine: the sending,
 the retransmission timers and the handling of the switch's answers all read and write the same
 per-chunk state of the round, and splitting them would put that state behind an interface of its
-own without making any part easier to follow.
+own without making any part easier to follow. (The common case of the same loop, compiled, is
+``host_lib/engine/round_loop.py``.)
 """
 
 from __future__ import annotations
@@ -363,13 +366,13 @@ class Transport:
         """Load the compiled kernels a call runs now (from numba's on-disk cache, or compile
         them), with the argument types of a call's rounds of ``stride`` (views of the call's
         arrays), so that the first call does not pay for it: an empty run of results, and the
-        compiled round loop told to stop before it starts, in a round that is never sent."""
+        compiled round loop (CompiledLoop.load), in a round that is never sent."""
         frames, arrays = CallBuffers(2 * stride).arrays(2 * stride, 0, stride)
         rnd = Round(frames, 0, stride=stride, arrays=arrays)
         self._apply_results(rnd, CallStats(), self._rx, 0, 0, 0.0)
         self._flag_losses(rnd, 0, -1, 0.0)
         if self._compiled is not None:
-            self._compiled.run(rnd, CallStats(), 1, (0.0,) * 5, np.ones(1, np.uint8))
+            self._compiled.load(rnd)
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
