@@ -18,6 +18,7 @@ source tarball) it is skipped.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -46,6 +47,7 @@ import numpy as np
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.engine.links import UdpTunnelLink
 from topologies.local import local_job
+import resource
 host, port, elements, window = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
 comm = SwitchCommunicator(CommunicatorConfig.from_spec(local_job(1, 1, slots=window), 0, run=1),
@@ -53,9 +55,11 @@ comm = SwitchCommunicator(CommunicatorConfig.from_spec(local_job(1, 1, slots=win
 comm.allreduce(values)
 print("ready", flush=True)
 for _ in sys.stdin:
-    started = time.perf_counter()
+    cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     comm.allreduce(values)
-    print(time.perf_counter() - started, comm.last_stats.packets_sent, flush=True)
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(wall, cpu, comm.last_stats.packets_sent, flush=True)
 comm.close()
 '''
 
@@ -80,11 +84,11 @@ class _Baseline:
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError("the baseline worker did not start")
 
-    def call(self) -> tuple[float, int]:
+    def call(self) -> tuple[float, float, int]:
         self.proc.stdin.write("x\n")
         self.proc.stdin.flush()
-        wall, packets = self.proc.stdout.readline().split()
-        return float(wall), int(packets)
+        wall, cpu, packets = self.proc.stdout.readline().split()
+        return float(wall), float(cpu), int(packets)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -113,24 +117,30 @@ def _communicator(address, shards: int, mode: str | None = None) -> SwitchCommun
 
 
 def _measure(calls: dict, repeat: int = REPEAT) -> dict[str, dict]:
-    """Each of ``calls`` (name -> a function doing one call, returning its wall time and
-    packets sent) ``repeat`` times, in turns so that background load hits each about equally;
-    the best call of each."""
-    best: dict[str, tuple[float, int]] = {}
+    """Each of ``calls`` (name -> a function doing one call, returning its wall time, the CPU
+    time of the worker's process and the packets sent) ``repeat`` times, in turns so that
+    background load hits each about equally; the best call of each, and the least CPU time of a
+    call (which background load changes less than the wall time)."""
+    walls: dict[str, float] = {}
+    cpus: dict[str, float] = {}
+    packets: dict[str, int] = {}
     for _ in range(repeat):
         for name, call in calls.items():
-            wall, packets = call()
-            if name not in best or wall < best[name][0]:
-                best[name] = (wall, packets)
-    return {name: {"allreduce_s": wall, "packets": packets} for name, (wall, packets)
-            in best.items()}
+            wall, cpu, sent = call()
+            if wall < walls.get(name, np.inf):
+                walls[name], packets[name] = wall, sent
+            cpus[name] = min(cpu, cpus.get(name, np.inf))
+    return {name: {"allreduce_s": walls[name], "cpu_s": cpus[name], "packets": packets[name]}
+            for name in calls}
 
 
 def _timed(comm: SwitchCommunicator, values: np.ndarray, out: np.ndarray):
-    def call() -> tuple[float, int]:
-        started = time.perf_counter()
+    def call() -> tuple[float, float, int]:
+        cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         comm.allreduce(values, out=out)
-        return time.perf_counter() - started, comm.last_stats.packets_sent
+        wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+        return wall, cpu, comm.last_stats.packets_sent
     return call
 
 
@@ -235,18 +245,30 @@ def _through_switch(values: np.ndarray) -> dict[str, float]:
     return out
 
 
+def _cpu_model() -> str:
+    """The machine's CPU as the kernel names it (the result files say where they were run)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def run(elements: int = 1 << 21) -> dict:
     values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
     with tempfile.TemporaryDirectory() as where:
         tree = _baseline_tree(Path(where))
         shards, modes, baseline = _sweep(values, tree)
     out: dict = {"elements": elements, "window": WINDOW, "cores": len(os.sched_getaffinity(0)),
-                 "shards": shards, "modes": modes, "baseline": baseline}
+                 "cpu": _cpu_model(), "shards": shards, "modes": modes, "baseline": baseline}
     one = shards["1"]
     if baseline is not None:
         baseline["commit"] = BASELINE
         out["single_shard_to_baseline"] = (one["goodput_elements_per_s"]
                                            / baseline["goodput_elements_per_s"])
+        out["single_shard_cpu_to_baseline"] = one["cpu_s"] / baseline["cpu_s"]
     for k, row in shards.items():
         row["scaling_to_linear"] = (row["goodput_elements_per_s"]
                                     / (int(k) * one["goodput_elements_per_s"]))
@@ -262,12 +284,14 @@ def run(elements: int = 1 << 21) -> dict:
 def summary(r: dict) -> list[str]:
     one, shards, base = r["shards"]["1"], r["shards"], r["baseline"]
     lines = [f"allreduce of {r['elements'] / 1e6:.1f} M float32 against the reflector, window "
-             f"{r['window']}, {r['cores']} cores: one shard "
+             f"{r['window']}, {r['cores']} cores ({r['cpu']}): one shard "
              f"{one['goodput_elements_per_s'] / 1e6:.0f} M elements/s"]
     if base is not None:
         lines.append(f"  vs {base['commit']} (before the compiled loop) "
                      f"{base['goodput_elements_per_s'] / 1e6:.0f} M in the same run: "
-                     f"{r['single_shard_to_baseline']:.2f}x (goal >= 1.5x)")
+                     f"{r['single_shard_to_baseline']:.2f}x (goal >= 1.5x); CPU time per "
+                     f"call {one['cpu_s'] * 1e3:.1f} vs {base['cpu_s'] * 1e3:.1f} ms "
+                     f"({r['single_shard_cpu_to_baseline']:.2f}x)")
     modes = ", ".join(f"{m} {row['goodput_elements_per_s'] / 1e6:.0f} M"
                       for m, row in r["modes"].items())
     lines.append(f"  other link modes on one shard: {modes}")

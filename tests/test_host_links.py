@@ -1,6 +1,7 @@
 """Allreduce through the embedded switch on real interfaces: each worker in a network namespace
 of its own, joined to a switch port by a veth pair, on UdpSocketLink (the kernel's UDP stack,
-segmentation offload and GRO) or RawEthernetLink (PACKET_MMAP rings, and one call per frame);
+segmentation offload and GRO), RawEthernetLink (PACKET_MMAP rings, and one call per frame) or
+XdpLink (AF_XDP, copy mode, where the kernel has it);
 exact sums against the numpy reference, under loss, with one shard and with two (on
 UdpSocketLink, each shard's own socket on the worker's port, the kernel steering each result to
 the shard of its slot). Needs root and iproute2; the namespaces and links are removed
@@ -19,6 +20,7 @@ import pytest
 
 from control_plane.controller import Controller
 from host_lib.engine.runs import new_run_id
+from pktio.xdp import available as xdp_available
 from protocol.constants import CPU_PORT
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
@@ -78,7 +80,7 @@ class VethCluster:
 
 def _worker(ns: str, spec, worker: int, run: int, link_kind: str, shards: int, results) -> None:
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.engine.links import RawEthernetLink
+    from host_lib.engine.links import RawEthernetLink, XdpLink
     from host_lib.engine.udp_link import UdpSocketLink
 
     try:
@@ -88,6 +90,8 @@ def _worker(ns: str, spec, worker: int, run: int, link_kind: str, shards: int, r
         me = spec.worker(worker)
         if link_kind == "udp":
             link = UdpSocketLink(config.local, config.switch, config.peers)
+        elif link_kind == "xdp":
+            link = XdpLink(f"h{me.port}", me.udp_port)
         else:
             link = RawEthernetLink(f"h{me.port}", me.ip, me.udp_port, ring=link_kind == "ring")
             assert (link.ring is not None) == (link_kind == "ring")
@@ -107,8 +111,10 @@ def _worker(ns: str, spec, worker: int, run: int, link_kind: str, shards: int, r
         results.put((worker, repr(exc)))
 
 
-@pytest.mark.parametrize("link_kind, shards", [("udp", 1), ("udp", 2), ("ring", 1), ("ring", 2),
-                                               ("calls", 1)])
+@pytest.mark.parametrize("link_kind, shards", [
+    ("udp", 1), ("udp", 2), ("ring", 1), ("ring", 2), ("calls", 1),
+    pytest.param("xdp", 1, marks=pytest.mark.skipif(not xdp_available(), reason="no AF_XDP")),
+    pytest.param("xdp", 2, marks=pytest.mark.skipif(not xdp_available(), reason="no AF_XDP"))])
 def test_exact_sums_through_the_switch_on_veth_links(link_kind, shards):
     spec = local_job(1, N, slots=32)
     cluster = VethCluster(spec)

@@ -29,6 +29,8 @@ Links:
   bound to the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
 * :class:`RawEthernetLink` sends and receives frames on a Linux interface through AF_PACKET, as a
   Mininet host does with bmv2 or the embedded switch on veth pairs (needs CAP_NET_RAW).
+* :class:`XdpLink` does so through AF_XDP, past the kernel's network stack (needs root);
+  :func:`interface_link` picks it where it can run, raw Ethernet elsewhere.
 * :class:`ImpairedLink` drops, duplicates and reorders frames of another link.
 
 A link written for one frame at a time (``send`` and ``recv_into(buf) -> length``, as test
@@ -37,6 +39,7 @@ doubles are) gets the batch calls from :func:`as_frame_link`.
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 
@@ -45,8 +48,12 @@ import numpy as np
 from pktio.native import NativeSocket
 from pktio.ring import open_ring
 from pktio.udp import UdpBatch, best_mode
+from pktio.xdp import XdpSocket, XdpSteering
+from pktio.xdp import available as xdp_available
 from protocol import constants as P
 from protocol.codec import field_offset
+
+log = logging.getLogger(__name__)
 
 _RECV_BUFFER = 8 << 20
 _ETH_P_ALL = 0x0003
@@ -222,6 +229,60 @@ class RawEthernetLink(FrameLink):
             self.ring.close()
         self.sock.close()
         self._sink.close()
+
+
+class XdpLink(FrameLink):
+    """Frames on a Linux interface through AF_XDP (:mod:`pktio.xdp`): an XDP program hands the
+    frames of this host's SA-ATP UDP port to the link's socket on ``queue`` before the kernel's
+    network stack sees them, and passes every other frame on to it; frames leave through the
+    same socket. ``mode``: ``"copy"`` (any driver, veth included) or ``"zerocopy"`` (NIC
+    drivers that support it). Needs root and a kernel with AF_XDP (:func:`interface_link`
+    falls back to :class:`RawEthernetLink` elsewhere). On a NIC with several receive queues,
+    the SA-ATP port must be steered to ``queue`` (``ethtool -N``), or the NIC given one."""
+
+    def __init__(self, interface: str, udp_port: int = P.UDP_PORT, mode: str = "copy",
+                 queue: int = 0):
+        ifindex = socket.if_nametoindex(interface)
+        try:
+            self.steering = XdpSteering(ifindex, udp_port)
+        except OSError:  # a driver without XDP of its own: the kernel's generic hook
+            self.steering = XdpSteering(ifindex, udp_port, skb=True)
+        try:
+            self.xsk = XdpSocket(ifindex, queue, mode)
+            self.steering.attach(queue, self.xsk.fileno())
+        except BaseException:
+            self.steering.close()
+            raise
+
+    def fileno(self) -> int:
+        return self.xsk.fileno()
+
+    def send(self, frame) -> None:
+        self.xsk.send(np.frombuffer(frame, np.uint8).reshape(1, -1))
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        self.xsk.send(frames[:, None].view(np.uint8))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        return self.xsk.recv(rows)
+
+    def recv_into(self, buf) -> int:
+        lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
+        return min(int(lengths[0]), len(buf)) if len(lengths) else 0
+
+    def close(self) -> None:
+        self.steering.close()
+        self.xsk.close()
+
+
+def interface_link(interface: str, ip: str, udp_port: int = P.UDP_PORT, af_xdp: bool = True):
+    """A link on ``interface``: AF_XDP where this process may use it, else raw Ethernet."""
+    if af_xdp and xdp_available():
+        try:
+            return XdpLink(interface, udp_port)
+        except OSError as exc:
+            log.warning("AF_XDP on %s refused (%s): raw Ethernet instead", interface, exc)
+    return RawEthernetLink(interface, ip, udp_port)
 
 
 class ImpairedLink(FrameLink):
