@@ -39,7 +39,7 @@ from topologies.local import LocalCluster, local_job
 
 BASELINE = "a0ba3a9"  # main before issue 38: one shard, the round loop in Python
 WINDOW = 1024  # slots: covers this loopback path's round trip
-REPEAT = 7  # calls per measurement (the best is taken)
+REPEAT = 9  # calls per measurement (the best is taken)
 _ROOT = Path(__file__).resolve().parent.parent
 _BASELINE_WORKER = r'''
 import sys, time

@@ -7,5 +7,6 @@
 * :mod:`pktio.mmsg`: the ``sendmmsg``/``recvmmsg`` calls through ctypes;
 * :mod:`pktio.reuseport`: a group of sockets on one port, the kernel steering each datagram to
   one by a field of it (the shards of a worker, of the benchmark's reflector);
-* :mod:`pktio.ring`: PACKET_MMAP rings (TPACKET_V3) for AF_PACKET sockets.
+* :mod:`pktio.ring`: PACKET_MMAP rings (TPACKET_V3) for AF_PACKET sockets;
+* :mod:`pktio.xdp`: AF_XDP sockets, and the XDP program that hands them one UDP port's frames.
 """

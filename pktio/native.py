@@ -45,6 +45,8 @@ _STAGING = 1 << 16
 # state: how sends go, a GRO train being handed out (start, end, segment size), the
 # destination's sockaddr length (0: the connected peer), how receives go
 _SEND_MODE, _TRAIN_START, _TRAIN_END, _TRAIN_SEG, _DEST_LEN, _RECV_MODE = range(6)
+# ... and the rows the receive headers point at (recvmmsg), so that they are set up once
+_PREPARED_ROWS, _PREPARED_ROOM, _PREPARED_STEP = 6, 7, 8
 # struct msghdr (56 bytes) in int64 words; struct mmsghdr adds msg_len in word 7
 _NAME, _NAMELEN, _IOV, _IOVLEN, _CONTROL, _CONTROLLEN, _FLAGS, _MSG_LEN = range(8)
 _CMSG_GRO = SOL_UDP | (UDP_GRO << 32)  # cmsg_level and cmsg_type, as one word
@@ -159,9 +161,12 @@ class Io(NamedTuple):
     size: int  # bytes per datagram
     off: int  # where a datagram starts in its row
     state: np.ndarray  # int64: mode, the GRO train being handed out, destination length
-    iov: np.ndarray  # int64 (capacity, 2): struct iovec
-    msgs: np.ndarray  # int64 (capacity, 8): struct mmsghdr (row 0 as a msghdr too)
-    cmsg: np.ndarray  # int64 (3): one control message (UDP_SEGMENT out, UDP_GRO in)
+    iov: np.ndarray  # int64 (capacity, 2): struct iovec, for receiving
+    msgs: np.ndarray  # int64 (capacity, 8): struct mmsghdr (row 0 as a msghdr too), receiving
+    send_iov: np.ndarray  # the same, for sending (a thread may send while another receives)
+    send_msgs: np.ndarray
+    send_cmsg: np.ndarray  # int64 (3): the control message sent (UDP_SEGMENT)
+    cmsg: np.ndarray  # int64 (3): a control message received (UDP_GRO)
     names: np.ndarray  # uint8 (capacity, NAME_LEN): source addresses of what was received
     lengths: np.ndarray  # int64 (capacity): full lengths of what was received
     staging: np.ndarray  # uint8: a GRO train
@@ -184,7 +189,7 @@ class NativeSocket:
             raise ValueError(f"compiled batches need the offload or mmsg mode, not {mode!r}")
         if mode == "offload":
             sock.setsockopt(SOL_UDP, UDP_GRO, 1)
-        state = np.zeros(8, np.int64)
+        state = np.zeros(9, np.int64)
         state[_SEND_MODE] = state[_RECV_MODE] = OFFLOAD if mode == "offload" else MMSG
         dest_raw = np.zeros(NAME_LEN, np.uint8)
         if dest is not None:
@@ -193,7 +198,9 @@ class NativeSocket:
             state[_DEST_LEN] = len(raw)
         self.sock = sock
         self.io = Io(sock.fileno(), size, off, state, np.zeros((capacity, 2), np.int64),
+                     np.zeros((capacity, 8), np.int64), np.zeros((capacity, 2), np.int64),
                      np.zeros((capacity, 8), np.int64), np.zeros(3, np.int64),
+                     np.zeros(3, np.int64),
                      np.zeros((capacity, NAME_LEN), np.uint8), np.zeros(capacity, np.int64),
                      np.zeros(_STAGING, np.uint8), np.zeros(NAME_LEN, np.uint8), dest_raw)
 
@@ -265,7 +272,7 @@ def send_rows(io, rows, lo, hi):
     (rows may be any rows of a 2-D uint8 array whose columns are contiguous). Returns how many
     the kernel took (a full socket buffer, or an ICMP error pending from an earlier datagram,
     loses the rest: loss, which the protocol recovers from), or -errno for any other error."""
-    state, iov, msgs = io.state, io.iov, io.msgs
+    state, iov, msgs = io.state, io.send_iov, io.send_msgs
     dest = io.dest.ctypes.data if state[_DEST_LEN] else 0
     sent = lo
     while sent < hi:
@@ -279,13 +286,13 @@ def send_rows(io, rows, lo, hi):
                 for i in range(step):
                     iov[i, 0] = _row_address(rows, sent + i, io.off)
                     iov[i, 1] = io.size
-            io.cmsg[0] = 18  # CMSG_LEN(2)
-            io.cmsg[1] = _CMSG_SEGMENT
-            io.cmsg[2] = io.size
+            io.send_cmsg[0] = 18  # CMSG_LEN(2)
+            io.send_cmsg[1] = _CMSG_SEGMENT
+            io.send_cmsg[2] = io.size
             hdr = msgs[0]
             hdr[_NAME], hdr[_NAMELEN] = dest, state[_DEST_LEN]
             hdr[_IOV], hdr[_IOVLEN] = iov.ctypes.data, vectors
-            hdr[_CONTROL], hdr[_CONTROLLEN], hdr[_FLAGS] = io.cmsg.ctypes.data, 24, 0
+            hdr[_CONTROL], hdr[_CONTROLLEN], hdr[_FLAGS] = io.send_cmsg.ctypes.data, 24, 0
             if step == 1:  # one datagram: no segmentation asked for
                 hdr[_CONTROL], hdr[_CONTROLLEN] = 0, 0
             if _sendmsg(io.fd, msgs.ctypes.data, MSG_DONTWAIT) >= 0:
@@ -331,13 +338,20 @@ def recv_rows(io, rows, room):
     got = 0
     if state[_RECV_MODE] == MMSG:
         iov, msgs = io.iov, io.msgs
+        if (state[_PREPARED_ROWS] != _row_address(rows, 0, io.off)
+                or state[_PREPARED_ROOM] != room or state[_PREPARED_STEP] != rows.strides[0]):
+            # the headers point at the rows; the kernel only writes their lengths back
+            for i in range(room):
+                iov[i, 0] = _row_address(rows, i, io.off)
+                iov[i, 1] = width
+                hdr = msgs[i]
+                hdr[_NAME] = io.names.ctypes.data + NAME_LEN * i
+                hdr[_IOV], hdr[_IOVLEN] = iov.ctypes.data + 16 * i, 1
+                hdr[_CONTROL], hdr[_CONTROLLEN], hdr[_FLAGS] = 0, 0, 0
+            state[_PREPARED_ROWS] = _row_address(rows, 0, io.off)
+            state[_PREPARED_ROOM], state[_PREPARED_STEP] = room, rows.strides[0]
         for i in range(room):
-            iov[i, 0] = _row_address(rows, i, io.off)
-            iov[i, 1] = width
-            hdr = msgs[i]
-            hdr[_NAME], hdr[_NAMELEN] = io.names.ctypes.data + NAME_LEN * i, NAME_LEN
-            hdr[_IOV], hdr[_IOVLEN] = iov.ctypes.data + 16 * i, 1
-            hdr[_CONTROL], hdr[_CONTROLLEN], hdr[_FLAGS] = 0, 0, 0
+            msgs[i, _NAMELEN] = NAME_LEN
         while True:
             n = _recvmmsg(io.fd, msgs.ctypes.data, room, MSG_DONTWAIT | MSG_TRUNC, 0)
             if n >= 0:
