@@ -21,15 +21,7 @@ import struct
 import numba
 import numpy as np
 
-from pktio.native import (
-    NativeSocket,
-    copy_bytes,
-    monotonic,
-    pollfds,
-    recv_rows,
-    send_rows,
-    wait,
-)
+from pktio.native import NativeSocket, copy_bytes, monotonic, pollfds, recv_rows, send_rows, wait
 from pktio.reuseport import reuseport_socket, steer_by_field
 from protocol import constants as P
 from protocol.codec import FRAME_DTYPE, field_offset

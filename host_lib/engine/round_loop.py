@@ -30,15 +30,7 @@ import numpy as np
 from host_lib.engine import rto
 from host_lib.engine.result_path import flag_losses, take_results
 from host_lib.engine.rounds import CallStats
-from pktio.native import (
-    NativeSocket,
-    copy_bytes,
-    monotonic,
-    pollfds,
-    recv_rows,
-    send_rows,
-    wait,
-)
+from pktio.native import NativeSocket, copy_bytes, monotonic, pollfds, recv_rows, send_rows, wait
 from protocol import constants as P
 
 DONE, FRAMES, TIMERS, SEND, CHECK, FAILED = range(6)
