@@ -4,12 +4,12 @@ Shard k owns the slots s with ``s mod K == k`` (K divides the window W), so it s
 chunk of the call (a round of stride K, ``host_lib/engine/rounds.py``) through its W / K slots:
 chunk c + W, which reuses c's slot, is its too, and nothing of the protocol (docs/protocol.md §4,
 §7) crosses shards. Each shard has its own thread (shard 0 the communicator's I/O thread), its
-own link (its own socket and source port where the link can open more: a NIC's RSS then spreads
-them), its own timers and retransmission state, its own takeover and helper duties (a peer's
-contribution for chunk c reaches the helper's shard of c's slot), and writes its frames
-(``host_lib/engine/frames.py``) and results in its own rows of the call's arrays. With the
-compiled round loop (``host_lib/engine/round_loop.py``), shards run in parallel: the loop holds
-no GIL.
+own link where the link can open more (a socket of its own, whose sends the kernel spreads over
+the NIC's transmit queues), its own timers and retransmission state, its own takeover and
+helper duties (a peer's contribution for chunk c reaches the helper's shard of c's slot), and
+writes its frames (``host_lib/engine/frames.py``) and results in its own rows of the call's
+arrays. With the compiled round loop (``host_lib/engine/round_loop.py``), shards run in
+parallel: the loop holds no GIL.
 
 Every worker of a job should run the same K: a shard infers a lost result when a later chunk of
 its own comes back first, which holds when every worker sends the chunks of a shard in order,
@@ -18,8 +18,12 @@ switch needless questions).
 
 Where results reach a shard depends on the link:
 
-* A link whose far end answers each socket (``open_shards``: the benchmark's reflector) gives
-  every shard a socket of its own, to which its own frames come back in order.
+* A link that can give every shard a socket to which the frames of its slots come back, in
+  order (``open_shards``), does: the kernel steers each result to the shard's socket by its slot
+  (``UdpSocketLink``: the switch sends every result of a worker to its one port, so the shards
+  share that port, and a NIC's RSS keeps one worker's results on one receive queue; the
+  steering spreads them after it), or the far end answers each socket (the benchmark's
+  reflector, on tunnels of their own).
 * Any other link (a port of the embedded switch answers the socket that sent to it last, an
   interface delivers everything to one socket, a test link has one queue) is shared
   (:class:`SharedLink`): whichever shard receives takes everything waiting and hands each frame
