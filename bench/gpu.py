@@ -1,4 +1,5 @@
-"""CUDA gradient buckets: the DDP hook's device path against its host path (issue 22, item 4).
+"""CUDA gradient buckets: the DDP hook's device path against its host path (issue 22, item 4),
+and the quantizer's fused kernel against a device copy (issue 38, item 4).
 
 The hook quantizes a CUDA float32 bucket on its GPU and copies only the int32 lanes and block
 exponents into pinned host memory on a side stream (:mod:`host_lib.pytorch.device_staging`); on the
@@ -87,6 +88,40 @@ def _staging(elements: int, device: str, repeat: int = 20) -> dict[str, float]:
     return out
 
 
+def _kernel_vs_copy(elements: int = 1 << 26, repeat: int = 20) -> dict:
+    """The quantizer on a CUDA bucket of ``elements`` float32: the fused kernel
+    (:mod:`host_lib.pytorch.quantize_triton`) and the torch operations it replaces, each against
+    a device copy of the same bucket (what moving it costs at the memory's speed); median GPU
+    times from CUDA events."""
+    from host_lib.pytorch import quantize_torch, quantize_triton
+
+    x = torch.randn(elements, device="cuda") * 1e-2
+    scales = torch.from_numpy(predict_scales(None, num_blocks(elements)).astype(np.int32)).cuda()
+    bits = BlockQuantizer(N_WORKERS).qbits
+    y = torch.empty_like(x)
+    runs = {"copy": lambda: y.copy_(x),
+            "torch_ops": lambda: quantize_torch.quantize(x, scales, bits, fused=False)}
+    if quantize_triton.available(x):
+        runs["fused"] = lambda: quantize_triton.quantize(x, scales, bits)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for i in range(repeat + 2):
+        for name, fn in runs.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            if i >= 2:
+                times[name].append(start.elapsed_time(end) / 1e3)
+    out = {"elements": elements} | {f"{name}_s": statistics.median(ts)
+                                    for name, ts in times.items()}
+    for name in ("fused", "torch_ops"):
+        if f"{name}_s" in out:
+            out[f"{name}_ratio_to_copy"] = out["copy_s"] / out[f"{name}_s"]
+    out["ratio_to_copy"] = out.get("fused_ratio_to_copy")  # the fused kernel's, None without it
+    return out
+
+
 def _backlog_s() -> float:
     """How long the GPU takes for the backlog queued before each timed call."""
     torch.cuda.synchronize()
@@ -163,6 +198,7 @@ def run(device: str | None = None) -> dict:
     result["staging"] = [_staging(n, device) for n in BUCKETS]  # touches the GPU
     if device == "cuda":
         result["backlog_s"] = _backlog_s()
+        result["fused_quantize"] = _kernel_vs_copy()
     return result
 
 
@@ -170,10 +206,18 @@ def summary(r: dict) -> list[str]:
     if "skipped" in r:
         return [f"skipped: {r['skipped']}"]
     lines = [f"on {r['device']} (torch {r['torch']})"]
+    if "fused_quantize" in r:
+        k = r["fused_quantize"]
+        fused = (f"fused kernel {k['fused_s'] * 1e3:.2f} ms = {k['fused_ratio_to_copy']:.2f}x a "
+                 f"device copy's rate (goal >= 0.5x)" if "fused_s" in k else "no Triton")
+        lines.append(f"quantizing {k['elements'] / 2**20:.0f} M float32: {fused}; torch "
+                     f"operations {k['torch_ops_s'] * 1e3:.2f} ms = "
+                     f"{k['torch_ops_ratio_to_copy']:.2f}x; copy {k['copy_s'] * 1e3:.3f} ms")
     for s in r["staging"]:
         lines.append(
             f"bucket {s['elements'] * 4 / 2**20:.0f} MiB: hook returns after "
-            f"{s['device_return_s'] * 1e3:.2f} ms (device path) vs {s['host_return_s'] * 1e3:.2f}"
+            f"{s['device_return_s'] * 1e3:.2f} ms (device path; goal <= 0.1) vs "
+            f"{s['host_return_s'] * 1e3:.2f}"
             f" ms (host path); lanes on the host after {s['device_lanes_on_host_s'] * 1e3:.2f} vs"
             f" {s['host_lanes_on_host_s'] * 1e3:.2f} ms ({s['host_over_device']:.1f}x)")
         if "backlog_s" in r:

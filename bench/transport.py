@@ -1,176 +1,230 @@
-"""The host data path, all measured in one run: allreduce goodput on the plain-call link (one
-``send`` and one ``recv`` per frame, the old path) and on the best link the kernel offers,
-against a reflector and through the embedded switch; the transport sender's packet rate as a
-ratio to a *ceiling* (the fastest send primitive pushing prebuilt frames in a tight loop while the
-reflector drains them) and to a plain Python send loop.
+"""The host data path, all measured in one run (issue 38): one worker's allreduce goodput against
+a reflector at 1, 2, 4, 8, ... shards; the single-shard path of the commit before the compiled
+round loop and the shards (``BASELINE``), on the same reflector, interleaved call by call; each
+link mode on one shard; the send ceiling; and the allreduce through the embedded switch.
 
-What is measured is the host library, so the far end must not be the bottleneck: a reflector
-process answers each DATA frame at once with the RESULT a one-worker job would get from the switch
-(every chunk completes with its only contribution), receiving and sending in batches with the best
-mode. The embedded switch's own packet rate is measured by the ``softswitch`` section; the
-allreduce through it here is capped by it.
+What is measured is the host library, so the far end must not be the limit: the reflector
+(:mod:`bench.reflector`) answers each DATA frame at once with the RESULT a one-worker job would
+get from the switch, compiled, in as many processes as the worker has shards (the kernel hands
+each frame to the process of its slot). On a machine with fewer cores than shards plus
+reflectors, the shards share cores with the reflector: goodput then stops growing with shards
+(the 2-core development machine), and the ratio to linear scaling says so.
 
-Against the reflector, both links run at two windows (the job's slots): the default 256, and
-1024, which covers the round trip of this loopback path at the new link's rate (at 256 the
-sender idles between windows waiting for the far end to be scheduled).
+The baseline runs in a process of its own from the commit's tree (``git archive``), so that the
+same run compares the same machine under the same load; where git or the commit is missing (a
+source tarball) it is skipped.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import select
+import resource
 import socket
-import struct
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+from bench.reflector import Reflector
 from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
 from host_lib.engine.links import UdpTunnelLink
-from pktio.udp import UdpBatch, address
+from pktio.native import NativeSocket
 from protocol import constants as P
-from protocol.codec import FRAME_DTYPE, Endpoint, FrameBatch, field_offset
+from protocol.codec import Endpoint, FrameBatch
 from topologies import lifetime
 from topologies.local import LocalCluster, local_job
 
-_STOP, _ASK = b"x", b"?"
-_DRAINED = struct.Struct("<qd")
-_SET, _PROBE = int(P.Flag.SET), int(P.Flag.PROBE)
-_RESULT = (P.VERSION << 4) | P.Op.RESULT
-_VER_OP, _FLAGS = field_offset("ver_op"), field_offset("flags")
-_L2_L4 = _VER_OP  # the Ethernet, IPv4 and UDP headers end where the SA-ATP header starts
-_BITMAP, _COUNT = field_offset("bitmap"), field_offset("count")
-_ONE_WORKER = np.frombuffer((1).to_bytes(4, "big"), np.uint8)
+BASELINE = "a0ba3a9"  # main before issue 38: one shard, the round loop in Python
+WINDOW = 1024  # slots: covers this loopback path's round trip
+REPEAT = 9  # calls per measurement (the best is taken)
+_ROOT = Path(__file__).resolve().parent.parent
+_BASELINE_WORKER = r'''
+import sys, time
+import numpy as np
+from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
+from host_lib.engine.links import UdpTunnelLink
+from topologies.local import local_job
+import resource
+host, port, elements, window = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
+comm = SwitchCommunicator(CommunicatorConfig.from_spec(local_job(1, 1, slots=window), 0, run=1),
+                          UdpTunnelLink((host, port)))
+comm.allreduce(values)
+print("ready", flush=True)
+for _ in sys.stdin:
+    cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    comm.allreduce(values)
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(wall, cpu, comm.last_stats.packets_sent, flush=True)
+comm.close()
+'''
 
 
-def _swapped_l2_l4(header: np.ndarray) -> np.ndarray:
-    """A frame's Ethernet, IPv4 and UDP headers with sources and destinations swapped (the
-    IPv4 checksum does not change: the sum of its words does not)."""
-    out = header.copy()
-    for dst, src in (("eth_dst", "eth_src"), ("ip_dst", "ip_src"), ("udp_dport", "udp_sport")):
-        d, s = field_offset(dst), field_offset(src)
-        size = FRAME_DTYPE.fields[dst][0].itemsize
-        out[d:d + size], out[s:s + size] = header[s:s + size], header[d:d + size]
-    return out
+def shard_counts() -> tuple[int, ...]:
+    """1, 2, 4, 8, ... up to at least 8 and the cores of this machine."""
+    counts, k = [], 1
+    while k <= max(8, len(os.sched_getaffinity(0))):
+        counts.append(k)
+        k *= 2
+    return tuple(counts)
 
 
-def _reflect(ready, parent: int) -> None:
-    """Turn every DATA frame into its one-worker RESULT (bitmap 1, count 1) and send it back to
-    where it came from, from the address it was sent to (as the switch does). Probes are drained
-    without an answer and counted: ``?`` asks for that count and the monotonic time of the last
-    one; any other 1-byte datagram stops it.
+class _Baseline:
+    """The worker of commit ``BASELINE`` in a process of its own, one call per request."""
 
-    A worker's frames all carry the same Ethernet, IPv4 and UDP headers (protocol.codec's
-    FrameBatch), so a batch's answers are written as byte columns of the receive buffer: the
-    first frame's headers swapped, then the header bytes a RESULT changes. The far end is
-    cheap, so that the benchmark measures the worker."""
-    lifetime.die_with_parent(parent)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
-    sock.bind(("127.0.0.1", 0))
-    sock.setblocking(False)
-    io = UdpBatch(sock)
-    ready.put(sock.getsockname())
-    rows = np.zeros((256, P.FRAME_LEN), np.uint8)
-    flags = rows[:, _FLAGS]
-    drained, last = 0, 0.0
-    while True:
-        select.select([sock], [], [])
-        while n := io.recv(rows):
-            lengths, names = io.lengths[:n], io.names[:n]
-            for i in np.flatnonzero(lengths == 1).tolist():
-                if rows[i, 0] != ord(_ASK):
-                    return
-                sock.sendto(_DRAINED.pack(drained, last), address(names[i]))
-            whole = lengths == P.FRAME_LEN
-            probes = whole & (flags[:n] & _PROBE != 0)
-            if probes.any():
-                drained, last = drained + int(probes.sum()), time.monotonic()
-            keep = whole & ~probes
-            if not keep.any():
-                continue
-            peers = names[keep]
-            same = (peers == peers[0]).all()
-            for name in ([peers[0]] if same else np.unique(peers, axis=0)):
-                mine = keep if same else keep & (names == name).all(axis=1)
-                batch = rows[:n] if mine.all() else rows[:n][mine]
-                batch[:, :_L2_L4] = _swapped_l2_l4(batch[0, :_L2_L4])
-                batch[:, _VER_OP] = _RESULT
-                batch[:, _FLAGS] &= _SET
-                batch[:, _BITMAP:_BITMAP + 4] = _ONE_WORKER
-                batch[:, _COUNT] = 1
-                io.send(batch, address(name))
+    def __init__(self, address, elements: int, tree: Path):
+        self.proc = lifetime.popen(
+            [sys.executable, "-c", _BASELINE_WORKER, address[0], str(address[1]), str(elements),
+             str(WINDOW)], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the baseline worker did not start")
+
+    def call(self) -> tuple[float, float, int]:
+        self.proc.stdin.write("x\n")
+        self.proc.stdin.flush()
+        wall, cpu, packets = self.proc.stdout.readline().split()
+        return float(wall), float(cpu), int(packets)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
-def _drained(address) -> tuple[int, float]:
-    """The reflector's count of drained probes and when it drained the last one."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.settimeout(10)
-        s.sendto(_ASK, address)
-        return _DRAINED.unpack(s.recv(64))
-
-
-def _allreduce(links: dict, spec, values: np.ndarray, repeat: int = 5) -> dict:
-    """Per link: the best wall time of ``repeat`` allreduce calls of ``values`` and that call's
-    statistics, the links taking turns (after a warm-up that compiles the quantizer and fills
-    the scale predictor) so that background load hits each about equally."""
-    comms = {name: SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, run=1), link)
-             for name, link in links.items()}
-    best: dict = {}
+def _baseline_tree(where: Path) -> Path | None:
+    """The tree of commit ``BASELINE`` under ``where``, or None without git or the commit."""
+    archive = where / "baseline.tar"
     try:
-        for comm in comms.values():
-            comm.allreduce(values)
-        for _ in range(repeat):
-            for name, comm in comms.items():
-                started = time.perf_counter()
-                total = comm.allreduce(values)
-                wall = time.perf_counter() - started
-                np.testing.assert_allclose(total, values,
-                                           atol=float(np.abs(values).max()) * 1e-6)
-                if name not in best or wall < best[name][0]:
-                    best[name] = (wall, comm.last_stats)
-    finally:
-        for comm in comms.values():
-            comm.close()
-    return best
+        subprocess.run(["git", "-C", str(_ROOT), "archive", "-o", str(archive), BASELINE],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    tree = where / "baseline"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
 
 
-def _send_rates(address, spec, packets: int, repeat: int = 3) -> dict[str, float]:
+def _communicator(address, shards: int, mode: str | None = None) -> SwitchCommunicator:
+    config = CommunicatorConfig.from_spec(local_job(1, 1, slots=WINDOW), 0, run=1,
+                                          shards=shards)
+    link = UdpTunnelLink(address, mode=mode, reply_to_sender=True)
+    return SwitchCommunicator(config, link)
+
+
+def _measure(calls: dict, repeat: int = REPEAT) -> dict[str, dict]:
+    """Each of ``calls`` (name -> a function doing one call, returning its wall time, the CPU
+    time of the worker's process and the packets sent) ``repeat`` times, in turns so that
+    background load hits each about equally; the best call of each, and the least CPU time of a
+    call (which background load changes less than the wall time)."""
+    walls: dict[str, float] = {}
+    cpus: dict[str, float] = {}
+    packets: dict[str, int] = {}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            wall, cpu, sent = call()
+            if wall < walls.get(name, np.inf):
+                walls[name], packets[name] = wall, sent
+            cpus[name] = min(cpu, cpus.get(name, np.inf))
+    return {name: {"allreduce_s": walls[name], "cpu_s": cpus[name], "packets": packets[name]}
+            for name in calls}
+
+
+def _timed(comm: SwitchCommunicator, values: np.ndarray, out: np.ndarray):
+    def call() -> tuple[float, float, int]:
+        cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        comm.allreduce(values, out=out)
+        wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+        return wall, cpu, comm.last_stats.packets_sent
+    return call
+
+
+def _sweep(values: np.ndarray, tree: Path | None) -> tuple[dict, dict, dict | None]:
+    """Goodput at each shard count; on one shard, every other link mode's and the baseline's
+    (None without it)."""
+    out = np.empty_like(values)
+    reference = values.copy()
+    rows: dict = {}
+    for shards in shard_counts():
+        with Reflector(shards) as reflector:
+            comms = {"new": _communicator(reflector.address, shards)}
+            if shards == 1:
+                comms |= {f"mode_{m}": _communicator(reflector.address, 1, m)
+                          for m in ("mmsg", "plain")}
+            baseline = _Baseline(reflector.address, values.size, tree) if (
+                shards == 1 and tree is not None) else None
+            try:
+                for comm in comms.values():
+                    result = comm.allreduce(values, out=out)
+                    np.testing.assert_allclose(result, reference,
+                                               atol=float(np.abs(values).max()) * 1e-6)
+                calls = {name: _timed(comm, values, out) for name, comm in comms.items()}
+                if baseline is not None:
+                    calls["baseline"] = baseline.call
+                measured = _measure(calls)
+            finally:
+                for comm in comms.values():
+                    comm.close()
+                if baseline is not None:
+                    baseline.close()
+        for row in measured.values():
+            row["goodput_elements_per_s"] = values.size / row["allreduce_s"]
+            row["sender_pps"] = row["packets"] / row["allreduce_s"]
+        rows[str(shards)] = measured.pop("new")
+        if shards == 1:
+            modes = {name.removeprefix("mode_"): row for name, row in measured.items()
+                     if name.startswith("mode_")}
+            baseline_row = measured.get("baseline")
+    return rows, modes, baseline_row
+
+
+def _send_rates(packets: int, repeat: int = 3) -> dict[str, float]:
     """Packets per second that prebuilt DATA probes reach the reflector (which drains them), from
     when the sender starts until the reflector has drained the last one: a plain Python loop of
-    one ``send`` per frame, and the ceiling, the fastest mode's batches of 64."""
+    one ``send`` per frame, and the ceiling, all the frames in one compiled call
+    (:mod:`pktio.native`, segmentation offload trains where the kernel has them)."""
+    spec = local_job(1, 1, slots=WINDOW)
     w = spec.workers[0]
     chunk = np.arange(packets, dtype=np.uint32)
     frames = FrameBatch(Endpoint(w.mac, w.ip, w.udp_port),
                         Endpoint(spec.switch_mac, spec.switch_ip, P.UDP_PORT)).encode(
-        op=P.Op.DATA, job=1, worker=0, slot=chunk % spec.slots, chunk=chunk, flags=_PROBE)
+        op=P.Op.DATA, job=1, worker=0, slot=chunk % WINDOW, chunk=chunk, flags=P.Flag.PROBE)
     rows = frames.view(np.uint8).reshape(packets, P.FRAME_LEN)
-    plain, best = UdpTunnelLink(address, mode="plain"), UdpTunnelLink(address)
-    views = [memoryview(row) for row in rows]
+    with Reflector(1) as reflector:
+        plain = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        plain.connect(reflector.address)
+        best = UdpTunnelLink(reflector.address)
+        views = [memoryview(row) for row in rows]
 
-    def plain_loop():
-        for frame in views:
-            plain.send(frame)
+        def plain_loop():
+            for frame in views:
+                try:
+                    plain.send(frame)
+                except BlockingIOError:
+                    pass
 
-    def ceiling():
-        for start in range(0, packets, 64):
-            best.io.send(rows[start:start + 64])
+        def ceiling():
+            best.native.send(rows)
 
-    rates = {"plain_loop": 0.0, "ceiling": 0.0}
-    for _ in range(repeat):
-        for name, loop in (("plain_loop", plain_loop), ("ceiling", ceiling)):
-            before, _ = _drained(address)
-            started = time.monotonic()
-            loop()
-            time.sleep(0.2)  # let the reflector drain what is queued
-            after, last = _drained(address)
-            rates[name] = max(rates[name], (after - before) / (last - started))
-    plain.close()
-    best.close()
-    return rates | {"ceiling_mode": best.io.mode}
+        rates = {"plain_loop": 0.0, "ceiling": 0.0}
+        for _ in range(repeat):
+            for name, loop in (("plain_loop", plain_loop), ("ceiling", ceiling)):
+                before, _ = reflector.drained()
+                started = time.monotonic()
+                loop()
+                time.sleep(0.2)  # let the reflector drain what is queued
+                after, last = reflector.drained()
+                rates[name] = max(rates[name], (after - before) / (last - started))
+        mode = best.native.mode if isinstance(best.native, NativeSocket) else best.mode
+        plain.close()
+        best.close()
+    return rates | {"ceiling_mode": mode}
 
 
 def _through_switch(values: np.ndarray) -> dict[str, float]:
@@ -182,63 +236,73 @@ def _through_switch(values: np.ndarray) -> dict[str, float]:
     for name, mode in (("old", "plain"), ("new", None)):
         with tempfile.TemporaryDirectory() as run_dir, LocalCluster([spec], run_dir) as cluster:
             link = UdpTunnelLink(cluster.contexts(1)[0].switch_udp, mode=mode)
-            wall, _ = _allreduce({name: link}, spec, values, repeat=2)[name]
+            comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, run=1), link)
+            try:
+                comm.allreduce(values)
+                wall = min(_timed(comm, values, np.empty_like(values))()[0] for _ in range(2))
+            finally:
+                comm.close()
         out[f"{name}_goodput_elements_per_s"] = values.size / wall
     return out
 
 
-WINDOWS = (256, 1024)  # the default job window; one that covers this loopback's round trip
+def _cpu_model() -> str:
+    """The machine's CPU as the kernel names it (the result files say where they were run)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def run(elements: int = 1 << 21) -> dict:
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Queue()
-    reflector = ctx.Process(target=_reflect, args=(ready, os.getpid()), daemon=True)
-    reflector.start()
-    address = ready.get(timeout=30)
     values = np.random.default_rng(0).standard_normal(elements).astype(np.float32)
-    out: dict = {"elements": elements, "windows": {}}
-    try:
-        for window in WINDOWS:
-            spec = local_job(1, 1, slots=window)
-            links = {"old": UdpTunnelLink(address, mode="plain"), "new": UdpTunnelLink(address)}
-            modes = {name: link.io.mode for name, link in links.items()}
-            row = {}
-            for name, (wall, stats) in _allreduce(links, spec, values).items():
-                row[name] = {"mode": modes[name], "allreduce_s": wall,
-                             "packets": stats.packets_sent,
-                             "retransmissions": stats.retransmissions,
-                             "goodput_elements_per_s": elements / wall,
-                             "sender_pps": stats.packets_sent / wall}
-            row["goodput_ratio_new_to_old"] = (row["new"]["goodput_elements_per_s"]
-                                               / row["old"]["goodput_elements_per_s"])
-            out["windows"][str(window)] = row
-        out.update(_send_rates(address, local_job(1, 1, slots=WINDOWS[0]),
-                               out["windows"][str(WINDOWS[0])]["new"]["packets"]))
-    finally:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.sendto(_STOP, address)
-        reflector.join(timeout=10)
-    for row in out["windows"].values():
-        row["sender_to_ceiling"] = row["new"]["sender_pps"] / out["ceiling"]
-        row["sender_to_plain_loop"] = row["new"]["sender_pps"] / out["plain_loop"]
+    with tempfile.TemporaryDirectory() as where:
+        tree = _baseline_tree(Path(where))
+        shards, modes, baseline = _sweep(values, tree)
+    out: dict = {"elements": elements, "window": WINDOW, "cores": len(os.sched_getaffinity(0)),
+                 "cpu": _cpu_model(), "shards": shards, "modes": modes, "baseline": baseline}
+    one = shards["1"]
+    if baseline is not None:
+        baseline["commit"] = BASELINE
+        out["single_shard_to_baseline"] = (one["goodput_elements_per_s"]
+                                           / baseline["goodput_elements_per_s"])
+        out["single_shard_cpu_to_baseline"] = one["cpu_s"] / baseline["cpu_s"]
+    for k, row in shards.items():
+        row["scaling_to_linear"] = (row["goodput_elements_per_s"]
+                                    / (int(k) * one["goodput_elements_per_s"]))
+    out["scaling_to_linear_8"] = shards["8"]["scaling_to_linear"]
+    out.update(_send_rates(one["packets"]))
+    one["sender_to_ceiling"] = one["sender_pps"] / out["ceiling"]
+    one["sender_to_plain_loop"] = one["sender_pps"] / out["plain_loop"]
     switch_values = values[:elements // 8]
     out["switch"] = {"elements": switch_values.size} | _through_switch(switch_values)
     return out
 
 
 def summary(r: dict) -> list[str]:
-    lines = [f"ceiling {r['ceiling'] / 1e3:.0f} k packets/s ({r['ceiling_mode']}), "
-             f"plain send loop {r['plain_loop'] / 1e3:.0f} k/s"]
-    for window, row in r["windows"].items():
-        old, new = row["old"], row["new"]
-        lines.append(
-            f"window {window}: allreduce of {r['elements'] / 1e6:.1f} M float32 against the "
-            f"reflector {new['goodput_elements_per_s'] / 1e6:.1f} M elements/s ({new['mode']}) "
-            f"vs {old['goodput_elements_per_s'] / 1e6:.1f} M ({old['mode']} calls): "
-            f"{row['goodput_ratio_new_to_old']:.1f}x (goal >= 5x); sender "
-            f"{new['sender_pps'] / 1e3:.0f} k packets/s = {row['sender_to_ceiling']:.2f} of the "
-            f"ceiling (goal >= 0.5), {row['sender_to_plain_loop']:.1f}x the plain loop")
+    one, shards, base = r["shards"]["1"], r["shards"], r["baseline"]
+    lines = [f"allreduce of {r['elements'] / 1e6:.1f} M float32 against the reflector, window "
+             f"{r['window']}, {r['cores']} cores ({r['cpu']}): one shard "
+             f"{one['goodput_elements_per_s'] / 1e6:.0f} M elements/s"]
+    if base is not None:
+        lines.append(f"  vs {base['commit']} (before the compiled loop) "
+                     f"{base['goodput_elements_per_s'] / 1e6:.0f} M in the same run: "
+                     f"{r['single_shard_to_baseline']:.2f}x (goal >= 1.5x); CPU time per "
+                     f"call {one['cpu_s'] * 1e3:.1f} vs {base['cpu_s'] * 1e3:.1f} ms "
+                     f"({r['single_shard_cpu_to_baseline']:.2f}x)")
+    modes = ", ".join(f"{m} {row['goodput_elements_per_s'] / 1e6:.0f} M"
+                      for m, row in r["modes"].items())
+    lines.append(f"  other link modes on one shard: {modes}")
+    lines.append("  per shard count: " + ", ".join(
+        f"{k}: {row['goodput_elements_per_s'] / 1e6:.0f} M ({row['scaling_to_linear']:.2f} of "
+        f"linear)" for k, row in shards.items()))
+    lines.append(f"  ceiling {r['ceiling'] / 1e3:.0f} k packets/s ({r['ceiling_mode']}), plain "
+                 f"send loop {r['plain_loop'] / 1e3:.0f} k/s; one shard's sender "
+                 f"{one['sender_pps'] / 1e3:.0f} k/s = {one['sender_to_ceiling']:.2f} of the "
+                 f"ceiling")
     sw = r["switch"]
     lines.append(f"through the embedded switch ({sw['elements'] / 1e6:.2f} M float32): "
                  f"{sw['new_goodput_elements_per_s'] / 1e6:.2f} M elements/s vs "

@@ -10,8 +10,8 @@ In layers, each importing only those below it (tests/test_layering.py):
 * ``scheduling/`` — straggler policies (``policies/``), work stealing and the global-batch
   sampler: who computes what, and how each worker takes part in a call;
 * ``engine/`` — the protocol engine, numpy and numba only: the quantizer, the streaming
-  transport and its rounds, slot takeover, loss recovery, the frame filter, run identities and
-  the links to the switch.
+  transport and its rounds (compiled in their common case, split over the worker's cores), slot
+  takeover, loss recovery, the frame filter, run identities and the links to the switch.
 
 docs/protocol.md is the wire contract; the wire format itself is ``protocol/``.
 """

@@ -30,13 +30,15 @@ from typing import Protocol
 
 import numpy as np
 
+from host_lib.engine.buffers import BufferPool
 from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.frames import DataFrames, int_frames, lane_frames, quantized_frames
 from host_lib.engine.quantize import BlockQuantizer, num_blocks, predict_scales
 from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
-from host_lib.engine.transport import Transport
+from host_lib.engine.shards import ShardedTransport
 from host_lib.metrics import CallMetrics
 from protocol import constants as P
-from protocol.codec import FrameBatch
+from protocol.codec import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,7 @@ class _Call:
     tag: object
     plan: RoundPlan
     staged: StagedBucket | None = None  # quantized on its device: values is None
+    out: np.ndarray | None = None  # where the caller wants the float32 result
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
     @property
@@ -94,9 +97,11 @@ class SwitchCommunicator:
         self.config = config
         self.link = link
         self.fallback = fallback_group
-        self.transport = Transport(link, config)
+        self.transport = ShardedTransport(link, config)
         self.quantizer = BlockQuantizer(config.n_workers, threads=config.quantizer_threads)
-        self.frames = FrameBatch(config.local, config.switch)
+        self.frames = DataFrames(config.local, config.switch, config.job, config.worker,
+                                 config.run)
+        self.buffers = BufferPool()
         self.next_chunk = 0
         self.history: dict[object, np.ndarray] = {}  # tag -> last result exponents per block
         self.last_stats: CallStats | None = None
@@ -113,25 +118,31 @@ class SwitchCommunicator:
 
     # -- API --------------------------------------------------------------------------------
 
-    def allreduce(self, values, weights=None, tag=None, plan: RoundPlan | None = None
-                  ) -> np.ndarray:
+    def allreduce(self, values, weights=None, tag=None, plan: RoundPlan | None = None,
+                  out: np.ndarray | None = None) -> np.ndarray:
         """Sum of a float32 array over the job's workers; blocks. With ``weights`` (one per
         worker), each block is divided by the total weight of the workers summed in it (so
-        ``[1] * n`` averages, and sample counts give the mean over the samples summed)."""
-        return self.allreduce_async(values, weights, tag, plan).result()[0]
+        ``[1] * n`` averages, and sample counts give the mean over the samples summed). The
+        result is written into ``out`` (a contiguous float32 array of as many values, which may
+        be ``values`` itself) if given, else into a new array."""
+        return self.allreduce_async(values, weights, tag, plan, out).result()[0]
 
     def allreduce_int(self, values, plan: RoundPlan | None = None) -> np.ndarray:
         """Exact int32 sum over the job's workers (wraps modulo 2^32 like any int32 sum)."""
         return self.allreduce_int_async(values, plan).result()[0]
 
-    def allreduce_async(self, values, weights=None, tag=None, plan: RoundPlan | None = None
-                        ) -> concurrent.futures.Future:
+    def allreduce_async(self, values, weights=None, tag=None, plan: RoundPlan | None = None,
+                        out: np.ndarray | None = None) -> concurrent.futures.Future:
         """Future of (result, CallStats). ``tag`` names the tensor so that its quantization
         scales are predicted from its previous result (default: its length)."""
         values = np.asarray(values)
         if values.dtype != np.float32:
             raise TypeError(f"allreduce takes float32 (use allreduce_int for int32), got "
                             f"{values.dtype}")
+        if out is not None and (out.dtype != np.float32 or out.size != values.size
+                                or not out.flags.c_contiguous or not out.flags.writeable):
+            raise ValueError(f"out must be a writable contiguous float32 array of "
+                             f"{values.size} values")
         if weights is not None:
             weights = np.asarray(weights, np.float64)
             if weights.shape != (self.config.n_workers,):
@@ -139,7 +150,8 @@ class SwitchCommunicator:
                                  f"shape {weights.shape}")
         return self._submit(_Call(values.reshape(-1), True, weights,
                                   ("len", values.size) if tag is None else tag,
-                                  plan or RoundPlan()))
+                                  plan or RoundPlan(),
+                                  out=None if out is None else out.reshape(-1)))
 
     def scales_for(self, tag, length: int) -> np.ndarray:
         """The quantization scales a call of ``length`` values with ``tag`` will use: what a
@@ -167,6 +179,7 @@ class SwitchCommunicator:
         self._linger = linger
         self._submit(None)
         self._thread.join(timeout=linger + 10)
+        self.transport.close()
         self.link.close()
         if self.metrics is not None:
             self.metrics.close()
@@ -228,6 +241,9 @@ class SwitchCommunicator:
                 values = call.values if call.staged is None else call.staged.host_values()
                 result = self.fallback.allreduce(values, self._fallback_divisor(call),
                                                  call.plan.contribute)
+                if call.out is not None:
+                    call.out[:] = result
+                    result = call.out
         elif failure is not None:
             raise failure
         stats.elapsed_s = time.perf_counter() - started
@@ -254,50 +270,76 @@ class SwitchCommunicator:
     # -- the switch path ----------------------------------------------------------------------
 
     def _load_kernels(self) -> None:
-        """Load the compiled kernels a call runs (quantizer, result path) now: in a fresh
-        process that takes ~0.2 s (numba's on-disk cache), which the first call, and so the
-        first training step, would otherwise pay, while gloo's set-up is done by then."""
+        """Load the compiled kernels a call runs (quantizer, frames, round loop, result path)
+        now: in a fresh process that takes ~0.2 s (numba's on-disk cache), which the first
+        call, and so the first training step, would otherwise pay, while gloo's set-up is done
+        by then."""
         scales = predict_scales(None, 1)
         lanes, exps = self.quantizer.quantize(np.zeros(P.LANES, np.float32), scales)
         self.quantizer.dequantize(lanes, scales, exps, P.LANES)
         self.transport.load_kernels()
+        k = self.transport.shards
+        frames, _ = self.buffers.take(2 * k).arrays(2 * k, 0, k)
+        rows, header = frames[:, None].view(np.uint8), self.frames.header()
+        quantized_frames(rows, header, np.zeros(P.LANES, np.float32), scales, 1, 0, 0, 0, 1,
+                         exps)
+        lane_frames(rows, header, lanes, scales, exps, 0, 0, 0, 1)
+        int_frames(rows, header, np.zeros(P.LANES, np.int32), 0, 0, 0, 1)
 
-    def _round(self, lanes: np.ndarray, scales, exps, plan: RoundPlan, stats: CallStats
-               ) -> Round:
-        """Frames for the next ``len(lanes)`` chunk ids, pushed through the switch."""
-        n = len(lanes)
-        chunks = (self.next_chunk + np.arange(n, dtype=np.int64)) & 0xFFFFFFFF
-        slots = chunks % self.config.window
-        sets = (chunks // self.config.window) % 2
-        frames = self.frames.encode(op=P.Op.DATA, job=self.config.job, worker=self.config.worker,
-                                    slot=slots, chunk=chunks, flags=sets, scale=scales, exp=exps,
-                                    fanin=plan.fanin, run=self.config.run,
-                                    lanes=lanes if plan.contribute else None)
-        rnd = Round(frames, self.next_chunk, plan)
+    def _stream(self, n: int, write, plan: RoundPlan, stats: CallStats) -> dict:
+        """Push the next ``n`` chunk ids through the switch, split over the shards; returns
+        the call's arrays (``sums``, ``exps``, ``bitmaps``, ...: see CallBuffers). Each shard
+        writes its frames itself: ``write(rows, first, step, first_chunk)`` writes blocks
+        ``first, first + step, ...`` of the call, chunk ids from ``first_chunk`` on, into
+        ``rows``."""
+        base, k = self.next_chunk, self.transport.shards
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
-        self.transport.run(rnd, stats)
-        return rnd
+        buffers = self.buffers.take(n)
+
+        def part(first: int) -> Round:
+            frames, arrays = buffers.arrays(n, first, k)
+            rnd = Round(frames, (base + first) & 0xFFFFFFFF, plan, k, arrays, keep=buffers)
+            write(rnd.rows, first, k, base)
+            if not plan.contribute:
+                rnd.rows[:, P.LANES_OFFSET:] = 0  # probes only ask
+            return rnd
+
+        parts = [(lambda first=(s - base) % k: part(first)) if (s - base) % k < n else None
+                 for s in range(k)]
+        self.transport.run(parts, stats)
+        return buffers.arrays(n)[1]
 
     def _switch_int(self, call: _Call, stats: CallStats) -> np.ndarray:
-        nb = num_blocks(call.values.size)
-        lanes = np.zeros((nb, P.LANES), np.int32)
-        lanes.reshape(-1)[:call.values.size] = call.values
-        rnd = self._round(lanes, 0, 0, call.plan, stats)
-        return rnd.sums.reshape(-1)[:call.values.size].copy()
+        header, window = self.frames.header(call.plan.fanin), self.config.window
+        values = call.values
+
+        def write(rows, first, step, base):
+            int_frames(rows, header, values, first, step, base, window)
+        results = self._stream(num_blocks(values.size), write, call.plan, stats)
+        return results["sums"].reshape(-1)[:values.size].copy()
 
     def _switch_quantized(self, call: _Call, stats: CallStats) -> np.ndarray:
+        header, window = self.frames.header(call.plan.fanin), self.config.window
         if call.staged is None:
-            x = call.values
+            x = np.ascontiguousarray(call.values)
             scales = predict_scales(self.history.get(call.tag), num_blocks(x.size))
-            lanes, exps = self.quantizer.quantize(x, scales)
+            exps = np.empty(len(scales), np.uint16)
+            bits = self.quantizer.qbits
+
+            def write(rows, first, step, base):
+                quantized_frames(rows, header, x, scales, bits, first, step, base, window, exps)
 
             def requantize(blocks, block_scales):
                 return self.quantizer.quantize(_blocks(x, blocks), block_scales)
         else:
             scales, (lanes, exps) = call.staged.scales, call.staged.wait()
             requantize = call.staged.requantize
-        rnd = self._round(lanes, scales, exps, call.plan, stats)
-        sums, result_exps, bitmaps = rnd.sums, rnd.exps.copy(), rnd.bitmaps.copy()
+
+            def write(rows, first, step, base):
+                lane_frames(rows, header, lanes, scales, exps, first, step, base, window)
+        results = self._stream(len(scales), write, call.plan, stats)
+        sums, result_exps = results["sums"], results["exps"].copy()
+        bitmaps = results["bitmaps"].copy()
         clipped = np.nonzero((result_exps > scales) & (result_exps != P.EXP_NONFINITE))[0]
         if len(clipped):
             # Every worker sees the same results, so every worker repairs the same blocks, with
@@ -306,14 +348,19 @@ class SwitchCommunicator:
             scales = scales.copy()
             scales[clipped] = result_exps[clipped]
             repair_lanes, repair_exps = requantize(clipped, scales[clipped])
-            repair = self._round(repair_lanes, scales[clipped], repair_exps, call.plan, stats)
+            repair_scales = scales[clipped]
+
+            def write_repair(rows, first, step, base):
+                lane_frames(rows, header, repair_lanes, repair_scales, repair_exps, first, step,
+                            base, window)
+            repair = self._stream(len(clipped), write_repair, call.plan, stats)
             sums = sums.copy()
-            sums[clipped] = repair.sums
-            result_exps[clipped] = repair.exps
-            bitmaps[clipped] = repair.bitmaps
+            sums[clipped] = repair["sums"]
+            result_exps[clipped] = repair["exps"]
+            bitmaps[clipped] = repair["bitmaps"]
         self.history[call.tag] = result_exps
         return self.quantizer.dequantize(sums, scales, result_exps, call.size,
-                                         self._divisors(call.weights, bitmaps))
+                                         self._divisors(call.weights, bitmaps), call.out)
 
     def _divisors(self, weights: np.ndarray | None, bitmaps: np.ndarray) -> np.ndarray | float:
         """Per block, the total weight of the workers whose contributions it sums."""
@@ -331,3 +378,20 @@ def _blocks(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         part = x[b * P.LANES:(b + 1) * P.LANES]
         padded[row, :len(part)] = part
     return padded.reshape(-1)
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) every kernel a communicator runs, of one shard and
+    of several: once, before starting many worker processes at once. A cold compile takes
+    seconds of CPU; workers that each did it at start, on the same cores, would reach their
+    first call far apart, and the first ones would wait on the last beyond the silence bound."""
+    from host_lib.engine.links import UdpTunnelLink
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+        sink.bind(("127.0.0.1", 0))
+        worker = Endpoint("02:00:00:00:00:01", "127.0.0.1")
+        for shards in (1, 2):
+            config = CommunicatorConfig(job=1, worker=0, n_workers=1, slots=4,
+                                        local=worker, switch=worker, run=1, shards=shards)
+            link = UdpTunnelLink(sink.getsockname(), reply_to_sender=True)
+            SwitchCommunicator(config, link).close(linger=0)

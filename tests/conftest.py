@@ -23,3 +23,12 @@ def controller(target, ports):
     ctl.reconcile()
     yield ctl
     ctl.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """The host library's kernels compiled once, here, before tests start worker processes
+    that load them together (host_lib.communicator.compile_kernels)."""
+    from host_lib.communicator import compile_kernels
+
+    compile_kernels()

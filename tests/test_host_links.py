@@ -1,8 +1,11 @@
 """Allreduce through the embedded switch on real interfaces: each worker in a network namespace
 of its own, joined to a switch port by a veth pair, on UdpSocketLink (the kernel's UDP stack,
-segmentation offload and GRO) or RawEthernetLink (PACKET_MMAP rings, and one call per frame);
-exact sums against the numpy reference, under loss. Needs root and iproute2; the namespaces and
-links are removed afterwards."""
+segmentation offload and GRO), RawEthernetLink (PACKET_MMAP rings, and one call per frame) or
+XdpLink (AF_XDP, copy mode, where the kernel has it);
+exact sums against the numpy reference, under loss, with one shard and with two (on
+UdpSocketLink, each shard's own socket on the worker's port, the kernel steering each result to
+the shard of its slot). Needs root and iproute2; the namespaces and links are removed
+afterwards."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pytest
 
 from control_plane.controller import Controller
 from host_lib.engine.runs import new_run_id
+from pktio.xdp import available as xdp_available
 from protocol.constants import CPU_PORT
 from softswitch.dataplane import Dataplane
 from softswitch.p4runtime_server import P4RuntimeServer
@@ -74,22 +78,29 @@ class VethCluster:
             subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
 
 
-def _worker(ns: str, spec, worker: int, run: int, link_kind: str, results) -> None:
+def _worker(ns: str, spec, worker: int, run: int, link_kind: str, shards: int, results) -> None:
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
-    from host_lib.engine.links import RawEthernetLink
+    from host_lib.engine.links import RawEthernetLink, XdpLink
     from host_lib.engine.udp_link import UdpSocketLink
 
     try:
         _InNamespace(ns).__enter__()  # this process lives in the worker's namespace
-        config = CommunicatorConfig.from_spec(spec, worker, run, silence_timeout=20.0)
+        config = CommunicatorConfig.from_spec(spec, worker, run, silence_timeout=20.0,
+                                              shards=shards)
         me = spec.worker(worker)
         if link_kind == "udp":
             link = UdpSocketLink(config.local, config.switch, config.peers)
+        elif link_kind == "xdp":
+            link = XdpLink(f"h{me.port}", me.udp_port)
         else:
             link = RawEthernetLink(f"h{me.port}", me.ip, me.udp_port, ring=link_kind == "ring")
             assert (link.ring is not None) == (link_kind == "ring")
         retransmissions, out = 0, []
         with SwitchCommunicator(config, link) as comm:
+            assert comm.transport.shards == shards
+            # a link that steers datagrams to the shard sockets runs the compiled loop on each
+            assert all((t._compiled is not None) == (link_kind == "udp")
+                       for t in comm.transport.transports)
             for c in range(CALLS):
                 out.append(comm.allreduce(inputs(21, worker, c, ELEMENTS), tag="t"))
                 retransmissions += comm.last_stats.retransmissions
@@ -100,8 +111,11 @@ def _worker(ns: str, spec, worker: int, run: int, link_kind: str, results) -> No
         results.put((worker, repr(exc)))
 
 
-@pytest.mark.parametrize("link_kind", ["udp", "ring", "calls"])
-def test_exact_sums_through_the_switch_on_veth_links(link_kind):
+@pytest.mark.parametrize("link_kind, shards", [
+    ("udp", 1), ("udp", 2), ("ring", 1), ("ring", 2), ("calls", 1),
+    pytest.param("xdp", 1, marks=pytest.mark.skipif(not xdp_available(), reason="no AF_XDP")),
+    pytest.param("xdp", 2, marks=pytest.mark.skipif(not xdp_available(), reason="no AF_XDP"))])
+def test_exact_sums_through_the_switch_on_veth_links(link_kind, shards):
     spec = local_job(1, N, slots=32)
     cluster = VethCluster(spec)
     dataplane = Dataplane(cpu_port=CPU_PORT)
@@ -122,7 +136,7 @@ def test_exact_sums_through_the_switch_on_veth_links(link_kind):
         results = ctx.Queue()
         run = new_run_id()
         procs = [ctx.Process(target=_worker, args=(cluster.worker_ns[w.id], spec, w.id, run,
-                                                   link_kind, results), daemon=True)
+                                                   link_kind, shards, results), daemon=True)
                  for w in spec.workers]
         for p in procs:
             p.start()

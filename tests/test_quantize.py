@@ -184,13 +184,14 @@ def test_threaded_kernels_equal_single_threaded():
                                   two.dequantize(l1 * 3, scales, e1, len(x), divisor=3))
 
 
-def torch_matches_numba(x: np.ndarray, device: str) -> None:
+def torch_matches_numba(x: np.ndarray, device: str, fused: bool | None = None) -> None:
     q = BlockQuantizer(5)
     scales = predict_scales(block_exponents(x) - np.uint16(1), num_blocks(len(x)))
     scales[::3] = np.minimum(scales[::3], EXP_BIAS + MIN_EXPONENT + 2)  # clip and tiny-E paths
     lanes, exps = q.quantize(x, scales)
     t_lanes, t_exps = quantize_torch.quantize(torch.from_numpy(x).to(device),
-                                              torch.from_numpy(scales.astype(np.int32)), q.qbits)
+                                              torch.from_numpy(scales.astype(np.int32)), q.qbits,
+                                              fused)
     np.testing.assert_array_equal(t_lanes.cpu().numpy(), lanes)
     np.testing.assert_array_equal(t_exps.cpu().numpy(), exps.astype(np.int32))
 
@@ -203,9 +204,11 @@ def test_torch_quantizer_is_bit_identical_on_cpu(x):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_torch_quantizer_is_bit_identical_on_cuda():
+@pytest.mark.parametrize("fused", [False, None])  # the torch operations; the default (Triton)
+def test_torch_quantizer_is_bit_identical_on_cuda(fused):
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(1 << 20) * np.exp(rng.uniform(-60, 60, 1 << 20))).astype(np.float32)
     x[::977] = 1e-45
     x[12345] = np.nan
-    torch_matches_numba(x, "cuda")
+    x[-8:-5] = np.inf  # a non-finite last block, partial (the length is not a multiple of 64)
+    torch_matches_numba(x[:-5], "cuda", fused)

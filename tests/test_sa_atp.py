@@ -208,9 +208,11 @@ def run_takeover(tmp_path, n=4, elements=5_000, held=3, until=None, helpers=(0, 
     return {w: results[(1, w)][1] for w in range(n)}
 
 
-@pytest.mark.parametrize("loss", [0.0, 0.01, 0.05])
-def test_takeover_gives_exact_sums_to_every_worker_under_loss(tmp_path, loss):
-    stats = run_takeover(tmp_path, loss=loss)
+@pytest.mark.parametrize("loss, shards", [(0.0, 1), (0.01, 1), (0.05, 1), (0.01, 2)])
+def test_takeover_gives_exact_sums_to_every_worker_under_loss(tmp_path, loss, shards):
+    """... and with each worker's calls split over two shards: a chunk's helper duty, and a
+    straggler's contribution to it, belong to the shard of its slot."""
+    stats = run_takeover(tmp_path, loss=loss, shards=shards)
     leaders = [s for w in (0, 1, 2) for s in stats[w]]
     assert sum(s.takeovers for s in leaders) > 0
     assert sum(s.helper_results for s in leaders) > 0

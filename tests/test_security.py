@@ -104,8 +104,9 @@ def two_calls_with_a_pause(comm, arg):
     return first, second, stats
 
 
-@pytest.mark.parametrize("forgery", ["broadcast-udp", "switch-source", "unicast-ethertype"])
-def test_forged_results_never_reach_a_worker(tmp_path, forgery):
+@pytest.mark.parametrize("forgery, shards", [("broadcast-udp", 1), ("switch-source", 1),
+                                             ("unicast-ethertype", 1), ("unicast-ethertype", 2)])
+def test_forged_results_never_reach_a_worker(tmp_path, forgery, shards):
     """The forger sits on port 3 (job 2's worker) and sends job 1 RESULTs for the chunks of job
     1's second call: broadcast to a UDP port that is not the protocol's, from its own address or
     from the switch's, or unicast to worker 0 with another EtherType. Version 1 handed such
@@ -115,7 +116,7 @@ def test_forged_results_never_reach_a_worker(tmp_path, forgery):
     jobs = [local_job(1, 2), local_job(2, 1, first_port=3)]
     with LocalCluster(jobs, tmp_path) as cluster:
         args = {1: [(1, *events[0]), (2, *events[1])], 2: [(5, *events[2])]}
-        group = cluster.start_workers(two_calls_with_a_pause, args)
+        group = cluster.start_workers(two_calls_with_a_pause, args, shards=shards)
         for first, _ in events.values():
             assert first.wait(60)
         before = received(cluster)
@@ -151,6 +152,7 @@ def test_forged_results_never_reach_a_worker(tmp_path, forgery):
     else:
         stats = results[(1, 0)][2]
         assert stats.rejected["not_sa_atp"] == 8  # forwarded to worker 0, refused there
+        # (by whichever of its shards got each)
 
 
 def received(cluster) -> int:
@@ -168,14 +170,16 @@ def sum_ints(comm, arg):
     return out
 
 
-@pytest.mark.parametrize("slots, elements", [(4, 256), (8, 40 * P.LANES)])
-def test_a_new_run_of_a_job_gets_its_own_sums(tmp_path, slots, elements):
+@pytest.mark.parametrize("slots, elements, shards", [(4, 256, 1), (8, 40 * P.LANES, 1),
+                                                   (8, 40 * P.LANES, 2)])
+def test_a_new_run_of_a_job_gets_its_own_sums(tmp_path, slots, elements, shards):
     """Two runs of one job, one after the other, with no reset in between. Version 1 returned
     the first run's sums to the second (4 chunks), or livelocked on STALE (40 chunks)."""
     with LocalCluster([local_job(1, 2, slots=slots)], tmp_path) as cluster:
-        first = cluster.run_workers(sum_ints, {1: [(1, elements), (2, elements)]}, timeout=120)
+        first = cluster.run_workers(sum_ints, {1: [(1, elements), (2, elements)]}, timeout=120,
+                                    shards=shards)
         second = cluster.run_workers(sum_ints, {1: [(10, elements), (20, elements)]},
-                                     timeout=120)
+                                     timeout=120, shards=shards)
     for w in (0, 1):
         np.testing.assert_array_equal(first[(1, w)], np.full(elements, 3, np.int32))
         np.testing.assert_array_equal(second[(1, w)], np.full(elements, 30, np.int32))

@@ -85,25 +85,30 @@ def test_exact_sums_under_loss(tmp_path, n, loss, elements, calls):
         assert "SIM" not in counters["ingress"]["drops"]
 
 
-@pytest.mark.parametrize("mode", ["mmsg", "plain"])
-def test_exact_sums_under_loss_on_each_fallback_link(tmp_path, mode):
+@pytest.mark.parametrize("mode, shards", [("mmsg", 1), ("plain", 1), ("mmsg", 2), ("plain", 4),
+                                          (None, 2)])
+def test_exact_sums_under_loss_on_each_fallback_link(tmp_path, mode, shards):
     """The links a kernel without UDP segmentation offload (or without sendmmsg) gets: the same
-    exact sums under loss as the default link (the cases above)."""
+    exact sums under loss as the default link (the cases above); and each link with a worker's
+    calls split over shards (the embedded switch's tunnel: one socket, its frames handed to the
+    shards in arrival order)."""
     n, elements, calls = 3, 100_000, 2
     with LocalCluster([local_job(1, n, slots=32)], tmp_path) as cluster:
         cluster.controller.set_loss(0.02, direction="ingress")
         cluster.controller.set_loss(0.02, direction="egress")
         results = cluster.run_workers(sum_calls, {1: [(11, elements, calls, None)] * n},
-                                      link_mode=mode, silence_timeout=20.0)
+                                      link_mode=mode, silence_timeout=20.0, shards=shards)
     check(results, 1, n, expected(11, n, elements, calls))
     assert sum(s.retransmissions for w in range(n) for s in results[(1, w)][1]) > 0
 
 
-def test_exact_sums_with_duplication_and_reordering(tmp_path):
+@pytest.mark.parametrize("shards", [1, 2])
+def test_exact_sums_with_duplication_and_reordering(tmp_path, shards):
     n, elements, calls = 4, 100_000, 2
     with LocalCluster([local_job(1, n, slots=32)], tmp_path) as cluster:
         results = cluster.run_workers(sum_calls, {1: [(5, elements, calls, None)] * n},
-                                      impairment={"duplicate": 0.05, "reorder": 0.05})
+                                      impairment={"duplicate": 0.05, "reorder": 0.05},
+                                      shards=shards)
     check(results, 1, n, expected(5, n, elements, calls))
     stats = [s for w in range(n) for s in results[(1, w)][1]]
     assert sum(s.duplicate_results for s in stats) > 0
@@ -154,9 +159,11 @@ class JunkFirstLink:
         self.link.close()
 
 
-def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
+@pytest.mark.parametrize("shards", [1, 2])
+def test_malformed_datagrams_are_dropped_and_counted(tmp_path, shards):
     """Too short, too long, an unknown protocol version and another job's result, received in
-    the middle of a call: each is counted as malformed and the sum stays exact."""
+    the middle of a call: each is counted as malformed and the sum stays exact (counted once,
+    by whichever shard gets it)."""
     from host_lib.communicator import CommunicatorConfig, SwitchCommunicator
     from host_lib.engine.links import UdpTunnelLink
     from protocol.codec import Endpoint, Frame, Header, encode_frame
@@ -172,7 +179,8 @@ def test_malformed_datagrams_are_dropped_and_counted(tmp_path):
         junk = [result[0][:40], result[0] + bytes(100), bytes([0x0F]) * P.FRAME_LEN, result[1]]
         junk = [junk[i % 4] for i in range(40)]  # ten of each
         link = JunkFirstLink(UdpTunnelLink(ctx.switch_udp), junk)
-        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, ctx.run), link)
+        comm = SwitchCommunicator(CommunicatorConfig.from_spec(spec, 0, ctx.run, shards=shards),
+                                  link)
         values = inputs(3, 0, 0, 50_000)
         total = comm.allreduce(values)
         stats = comm.last_stats
@@ -201,7 +209,8 @@ def fallback_worker(comm, arg):
     return results, stats
 
 
-def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
+@pytest.mark.parametrize("shards", [1, 2])
+def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path, shards):
     n, elements = 3, 300_000
     mp = multiprocessing.get_context("spawn")
     events = [[[mp.Event() for _ in range(4)] for _ in range(n)] for _ in range(2)]
@@ -211,7 +220,7 @@ def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
         group = cluster.start_workers(
             fallback_worker, {1: [(elements, events[0][w], events[1][w], proceed)
                                   for w in range(n)]},
-            distributed=True, silence_timeout=5.0)
+            distributed=True, silence_timeout=5.0, shards=shards)
 
         def wait_all(kind: int, call: int, workers=range(n)) -> None:
             for w in workers:
@@ -251,10 +260,12 @@ def test_dead_switch_makes_the_call_fall_back_to_gloo(tmp_path):
 def kernels_after_calls(comm, seed):
     """Per compiled kernel of a call: the specializations loaded when the communicator was
     built, and those that two calls (without and with weights) added."""
-    from host_lib.engine import quantize, result_path
+    from host_lib.engine import frames, quantize, result_path, round_loop
+    from pktio import native
 
     kernels = (quantize._quantize, quantize._dequantize, result_path.take_results,
-               result_path.flag_losses)
+               result_path.flag_losses, frames.quantized_frames, frames.int_frames,
+               round_loop.run_round, native.recv_rows, native.send_rows)
     loaded = [list(k.signatures) for k in kernels]
     for call in range(2):
         comm.allreduce(inputs(seed, comm.config.worker, call, 3000),

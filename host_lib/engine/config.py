@@ -31,6 +31,9 @@ class CommunicatorConfig:
     stall_timeout: float = 60.0  # longest wait for any chunk to complete, whatever arrives
     initial_rto: float = 0.05
     quantizer_threads: int = 1
+    # Shards of a call, each on a thread and socket of its own (host_lib/engine/shards.py);
+    # None: as many as cores where the link opens a socket per shard, else one.
+    shards: int | None = None
     metrics_listen: str | None = None  # "HOST:PORT": serve per-call statistics to Prometheus
 
     @property

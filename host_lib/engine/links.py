@@ -9,16 +9,28 @@ The interface the transport uses (:class:`FrameLink`):
   row), so the caller tells frames from anything else;
 * ``fileno()`` for the poll loop, and ``close()``. Every link is non-blocking.
 
+And, where a link has them:
+
+* ``native``: the :class:`pktio.native.NativeSocket` its batches go through, on which the
+  transport runs its compiled round loop (``host_lib/engine/round_loop.py``), with
+  ``switch_headers()`` (what the loop writes before a datagram from the switch, for a link that
+  receives datagrams rather than frames) and ``finish_headers(rows, n)`` (the headers of
+  datagrams from anywhere else);
+* ``open_shards(k)``: k links, this one first, each with a socket of its own to which the frames
+  of its slots come back (``host_lib/engine/shards.py``), or None where they cannot.
+
 Links:
 
 * :class:`UdpTunnelLink` carries each frame as one UDP datagram to a port of the embedded
   software switch on loopback (``softswitch-grpc -i 1@udp:127.0.0.1:PORT``): no root needed.
-  Batches go through :class:`pktio.udp.UdpBatch` (segmentation offload and GRO, else
-  ``sendmmsg``/``recvmmsg``, else one call per frame).
+  Batches go through :mod:`pktio.native` (segmentation offload and GRO, else
+  ``sendmmsg``/``recvmmsg``), else one call per frame (:class:`pktio.udp.UdpBatch`).
 * :class:`~host_lib.engine.udp_link.UdpSocketLink` speaks the protocol on a plain UDP socket
   bound to the SA-ATP port: the kernel builds Ethernet/IP/UDP, for real NICs.
 * :class:`RawEthernetLink` sends and receives frames on a Linux interface through AF_PACKET, as a
   Mininet host does with bmv2 or the embedded switch on veth pairs (needs CAP_NET_RAW).
+* :class:`XdpLink` does so through AF_XDP, past the kernel's network stack (needs root);
+  :func:`interface_link` picks it where it can run, raw Ethernet elsewhere.
 * :class:`ImpairedLink` drops, duplicates and reorders frames of another link.
 
 A link written for one frame at a time (``send`` and ``recv_into(buf) -> length``, as test
@@ -27,15 +39,21 @@ doubles are) gets the batch calls from :func:`as_frame_link`.
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 
 import numpy as np
 
+from pktio.native import NativeSocket
 from pktio.ring import open_ring
-from pktio.udp import UdpBatch
+from pktio.udp import UdpBatch, best_mode
+from pktio.xdp import XdpSocket, XdpSteering
+from pktio.xdp import available as xdp_available
 from protocol import constants as P
 from protocol.codec import field_offset
+
+log = logging.getLogger(__name__)
 
 _RECV_BUFFER = 8 << 20
 _ETH_P_ALL = 0x0003
@@ -49,7 +67,7 @@ class FrameLink:
     nothing faster."""
 
     def send_batch(self, frames: np.ndarray) -> None:
-        for frame in frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN):
+        for frame in frames[:, None].view(np.uint8):
             self.send(frame)
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
@@ -76,18 +94,29 @@ def as_frame_link(link) -> FrameLink:
 
 class UdpTunnelLink:
     """Frames as UDP datagrams to ``switch_addr`` (host, port), from an ephemeral local port.
-    ``mode`` forces one of :data:`pktio.udp.MODES` (default: the best the kernel has)."""
+    ``mode`` forces one of :data:`pktio.udp.MODES` (default: the best the kernel has); batches
+    in the offload and mmsg modes go through :mod:`pktio.native`, which the compiled round loop
+    uses too.
+
+    A port of the embedded switch answers whoever sent to it last, so the shards of a worker
+    (``host_lib/engine/shards.py``) share this one socket and its frames are handed to them in
+    arrival order. ``reply_to_sender``: the far end answers each socket that sends to it (the
+    benchmark's reflector): :meth:`open_shards` then gives each shard a socket of its own."""
 
     def __init__(self, switch_addr: tuple[str, int], bind_host: str = "127.0.0.1",
-                 mode: str | None = None):
-        self.switch_addr = switch_addr
+                 mode: str | None = None, reply_to_sender: bool = False):
+        self.switch_addr, self.bind_host = switch_addr, bind_host
+        self.reply_to_sender = reply_to_sender
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _RECV_BUFFER)
         self.sock.bind((bind_host, 0))
         self.sock.connect(switch_addr)
         self.sock.setblocking(False)
-        self.io = UdpBatch(self.sock, mode)
+        self.mode = mode or best_mode(self.sock)
+        self.native = None if self.mode == "plain" else NativeSocket(self.sock, P.FRAME_LEN,
+                                                                     mode=self.mode)
+        self.io = UdpBatch(self.sock, "plain") if self.native is None else self.native
         # Attach: the switch's tunnel port sends to whoever last sent to it, so without this a
         # worker that sits its first calls out (k-of-n, DPAR) would miss the job's results.
         self.send(b"")
@@ -102,7 +131,7 @@ class UdpTunnelLink:
             pass  # a full buffer or an absent switch is loss; retransmission recovers
 
     def send_batch(self, frames: np.ndarray) -> None:
-        self.io.send(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN))
+        self.io.send(frames[:, None].view(np.uint8))
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
         return self.io.lengths[:self.io.recv(rows)]
@@ -112,6 +141,18 @@ class UdpTunnelLink:
         is waiting."""
         lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
         return min(int(lengths[0]), len(buf)) if len(lengths) else 0
+
+    def switch_headers(self) -> tuple[bytes, bytes]:
+        """Frames arrive whole: nothing to synthesize (see UdpSocketLink)."""
+        return b"", b""
+
+    def open_shards(self, k: int) -> list | None:
+        """This link and k - 1 more to the same far end, each on a socket of its own, if the
+        far end answers each socket; None if it does not (the shards then share this one)."""
+        if not self.reply_to_sender:
+            return None
+        return [self] + [UdpTunnelLink(self.switch_addr, self.bind_host, self.mode, True)
+                         for _ in range(k - 1)]
 
     def close(self) -> None:
         self.sock.close()
@@ -154,7 +195,7 @@ class RawEthernetLink(FrameLink):
         if self.ring is None:
             super().send_batch(frames)
             return
-        self.ring.send(list(frames.view(np.uint8).reshape(len(frames), P.FRAME_LEN)))
+        self.ring.send(list(frames[:, None].view(np.uint8)))
 
     def recv_batch(self, rows: np.ndarray) -> np.ndarray:
         if self.ring is None:
@@ -188,6 +229,60 @@ class RawEthernetLink(FrameLink):
             self.ring.close()
         self.sock.close()
         self._sink.close()
+
+
+class XdpLink(FrameLink):
+    """Frames on a Linux interface through AF_XDP (:mod:`pktio.xdp`): an XDP program hands the
+    frames of this host's SA-ATP UDP port to the link's socket on ``queue`` before the kernel's
+    network stack sees them, and passes every other frame on to it; frames leave through the
+    same socket. ``mode``: ``"copy"`` (any driver, veth included) or ``"zerocopy"`` (NIC
+    drivers that support it). Needs root and a kernel with AF_XDP (:func:`interface_link`
+    falls back to :class:`RawEthernetLink` elsewhere). On a NIC with several receive queues,
+    the SA-ATP port must be steered to ``queue`` (``ethtool -N``), or the NIC given one."""
+
+    def __init__(self, interface: str, udp_port: int = P.UDP_PORT, mode: str = "copy",
+                 queue: int = 0):
+        ifindex = socket.if_nametoindex(interface)
+        try:
+            self.steering = XdpSteering(ifindex, udp_port)
+        except OSError:  # a driver without XDP of its own: the kernel's generic hook
+            self.steering = XdpSteering(ifindex, udp_port, skb=True)
+        try:
+            self.xsk = XdpSocket(ifindex, queue, mode)
+            self.steering.attach(queue, self.xsk.fileno())
+        except BaseException:
+            self.steering.close()
+            raise
+
+    def fileno(self) -> int:
+        return self.xsk.fileno()
+
+    def send(self, frame) -> None:
+        self.xsk.send(np.frombuffer(frame, np.uint8).reshape(1, -1))
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        self.xsk.send(frames[:, None].view(np.uint8))
+
+    def recv_batch(self, rows: np.ndarray) -> np.ndarray:
+        return self.xsk.recv(rows)
+
+    def recv_into(self, buf) -> int:
+        lengths = self.recv_batch(np.frombuffer(buf, np.uint8).reshape(1, -1))
+        return min(int(lengths[0]), len(buf)) if len(lengths) else 0
+
+    def close(self) -> None:
+        self.steering.close()
+        self.xsk.close()
+
+
+def interface_link(interface: str, ip: str, udp_port: int = P.UDP_PORT, af_xdp: bool = True):
+    """A link on ``interface``: AF_XDP where this process may use it, else raw Ethernet."""
+    if af_xdp and xdp_available():
+        try:
+            return XdpLink(interface, udp_port)
+        except OSError as exc:
+            log.warning("AF_XDP on %s refused (%s): raw Ethernet instead", interface, exc)
+    return RawEthernetLink(interface, ip, udp_port)
 
 
 class ImpairedLink(FrameLink):

@@ -63,38 +63,45 @@ def _exponent_of_max_bits(m):
 
 
 @numba.njit(cache=True, nogil=True)
+def quantize_block(x, xbits, start, scale, j, row):
+    """Quantize the LANES values ``x[start:start + LANES]`` (``xbits``: the same memory as
+    int32) with the biased ``scale`` into ``row`` (int32); returns the block's own biased
+    exponent. The block maximum and the scaling share one loop: the scale is the agreed one, not
+    the block's own exponent."""
+    lim = np.float32(2.0**j)
+    # x * 2^(j-E) as two exact power-of-two products: 2^(j-E) itself exceeds float32's
+    # range for tiny blocks (E < j - 127), so such blocks are first lifted by 2^64.
+    shift = j + EXP_BIAS - scale
+    lift = np.float32(1.0)
+    if shift > 127:
+        lift = np.float32(2.0**64)
+        shift -= 64
+    f = np.float32(math.ldexp(1.0, shift)) if scale != 0 else np.float32(0)
+    m = np.int32(0)
+    first = np.uint64(start)  # unsigned: no negative-index check per value, which would keep
+    for i in range(LANES):    # the loop from being vectorized
+        at = first + np.uint64(i)
+        bits = xbits[at] & _ABS_MASK  # integer max of |bits|; NaN/Inf sort highest
+        m = bits if bits > m else m
+        v = (x[at] * lift) * f  # exact: powers of two, no overflow or underflow
+        v = min(max(v, -lim), lim)
+        # Round half to even: adding and removing 2^23 (with v's sign) rounds |v| < 2^23 to
+        # an integer in float32 arithmetic; larger floats are integers already.
+        magic = np.float32(math.copysign(_TWO23, v))
+        row[i] = np.int32(v if abs(v) >= _TWO23 else (v + magic) - magic)
+    e = _exponent_of_max_bits(m)
+    if e == EXP_NONFINITE:  # the lanes of a non-finite block are not meaningful: send zeros
+        for i in range(LANES):
+            row[i] = 0
+    return e
+
+
+@numba.njit(cache=True, nogil=True)
 def _quantize(x, xbits, scales, j, out, exps):
     """Quantize x (float32, length nblocks*LANES) into out[nblocks, LANES] (int32) with one
-    biased scale per block, writing each block's own exponent into exps. The block maximum and
-    the scaling share one loop: the scale is the agreed one, not the block's own exponent."""
-    lim = np.float32(2.0**j)
+    biased scale per block, writing each block's own exponent into exps."""
     for b in range(out.shape[0]):
-        base = b * LANES
-        row = out[b]
-        scale = scales[b]
-        # x * 2^(j-E) as two exact power-of-two products: 2^(j-E) itself exceeds float32's
-        # range for tiny blocks (E < j - 127), so such blocks are first lifted by 2^64.
-        shift = j + EXP_BIAS - scale
-        lift = np.float32(1.0)
-        if shift > 127:
-            lift = np.float32(2.0**64)
-            shift -= 64
-        f = np.float32(math.ldexp(1.0, shift)) if scale != 0 else np.float32(0)
-        m = np.int32(0)
-        for i in range(LANES):
-            bits = xbits[base + i] & _ABS_MASK  # integer max of |bits|; NaN/Inf sort highest
-            m = bits if bits > m else m
-            v = (x[base + i] * lift) * f  # exact: powers of two, no overflow or underflow
-            v = min(max(v, -lim), lim)
-            # Round half to even: adding and removing 2^23 (with v's sign) rounds |v| < 2^23 to
-            # an integer in float32 arithmetic; larger floats are integers already.
-            magic = np.float32(math.copysign(_TWO23, v))
-            row[i] = np.int32(v if abs(v) >= _TWO23 else (v + magic) - magic)
-        e = _exponent_of_max_bits(m)
-        exps[b] = e
-        if e == EXP_NONFINITE:  # the lanes of a non-finite block are not meaningful: send zeros
-            for i in range(LANES):
-                row[i] = 0
+        exps[b] = quantize_block(x, xbits, b * LANES, scales[b], j, out[b])
 
 
 @numba.njit(cache=True, nogil=True)

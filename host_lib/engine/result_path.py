@@ -21,8 +21,13 @@ import math
 import numba
 import numpy as np
 
+from host_lib.engine.frames import swap32
 from protocol import constants as P
 from protocol.codec import field_offset
+
+# A received frame's row: one byte more than a frame, so that a longer datagram shows (cut to
+# the row), rounded up to whole 32-bit words, which the kernels read.
+RX_ROW = P.FRAME_LEN + 4
 
 _VER_OP = field_offset("ver_op")
 _FLAGS = field_offset("flags")
@@ -36,24 +41,25 @@ _COPY = int(P.Flag.COPY)
 _HELPER = int(P.Flag.HELPER)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _u16(row, at):
     return (np.int64(row[at]) << 8) | np.int64(row[at + 1])
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _u32(row, at):
     return ((np.int64(row[at]) << 24) | (np.int64(row[at + 1]) << 16)
             | (np.int64(row[at + 2]) << 8) | np.int64(row[at + 3]))
 
 
 @numba.njit(cache=True, nogil=True)
-def take_results(rows, start, end, template, mask, base, done, sums, exps, bitmaps, counts,
-                 sent_at, retries, pending_at, taken_by, run_js, copies):
-    """Store the run of results that starts at ``rows[start]``: it ends before ``end`` or at the
+def take_results(rows, start, end, template, mask, base, stride, done, sums, exps, bitmaps,
+                 counts, sent_at, retries, pending_at, taken_by, run_js, copies):
+    """Store the run of results that starts at ``rows[start]`` (rows of :data:`RX_ROW`
+    bytes): it ends before ``end`` or at the
     first frame that the filter refuses (``row & mask != template`` over the headers), that is
-    not a RESULT, or that is not the first result of a chunk of the round (chunk ids ``base``
-    and on, one per element of ``done``).
+    not a RESULT, or that is not the first result of a chunk of the round (chunk ids ``base``,
+    ``base + stride``, ..., one per element of ``done``).
 
     Each result sets its chunk's sum, exponents, bitmap and count, and marks it done; its index
     goes to ``run_js``. Returns ``(stop, clean, clean_sent, n_copies, newest_plain)``: the frame
@@ -62,21 +68,27 @@ def take_results(rows, start, end, template, mask, base, done, sums, exps, bitma
     results answered our question with a COPY (their indexes in ``copies[:n_copies]``: they
     time a question); and the newest chunk index of a result that did not come from a helper
     (-1 if none), for :func:`flag_losses`."""
-    n, checked, n_lanes = len(done), len(template), sums.shape[1]
+    n, n_lanes = len(done), sums.shape[1]
+    words, expected, checked = rows.view(np.int32), template.view(np.int32), mask.view(np.int32)
     clean, clean_sent, n_copies, newest_plain = 0, 0.0, 0, -1
     stop = start
     while stop < end:
-        row = rows[stop]
-        for b in range(checked):
-            if row[b] & mask[b] != template[b]:
+        row, word = rows[stop], words[stop]
+        for w in range(len(checked)):
+            if word[w] & checked[w] != expected[w]:
                 return stop, clean, clean_sent, n_copies, newest_plain
         if row[_VER_OP] != _RESULT_VER_OP:
             break
-        j = (_u32(row, _CHUNK) - base) & 0xFFFFFFFF
+        d = (_u32(row, _CHUNK) - base) & 0xFFFFFFFF
+        j = d
+        if stride != 1:
+            j = d // stride
+            if d - j * stride:
+                break
         if j >= n or done[j]:
             break
         for lane in range(n_lanes):
-            sums[j, lane] = np.int32(_u32(row, _LANES + 4 * lane))
+            sums[j, lane] = swap32(word[_LANES // 4 + lane])
         exps[j] = _u16(row, _EXP)
         bitmaps[j] = _u32(row, _BITMAP)
         counts[j] = row[_COUNT]
@@ -97,8 +109,8 @@ def take_results(rows, start, end, template, mask, base, done, sums, exps, bitma
 
 
 @numba.njit(cache=True, nogil=True)
-def flag_losses(run_js, newest_plain, first_pending, next_to_send, slots, base, workers, worker,
-                now, wait, done, lost, taken_by, pending_at, deadline, backoff):
+def flag_losses(run_js, newest_plain, first_pending, next_to_send, slots, base, stride, workers,
+                worker, now, wait, done, lost, taken_by, pending_at, deadline, backoff):
     """What a run of results (``run_js``, stored by :func:`take_results`) says about earlier
     chunks; returns the earliest deadline it set (inf if none).
 
@@ -112,17 +124,17 @@ def flag_losses(run_js, newest_plain, first_pending, next_to_send, slots, base, 
     chunks may complete first until they have had time to (``wait``, two question timeouts).
     Such a chunk is marked lost and due: now if this worker (``worker``) is the one that asks
     first about it (by chunk id modulo ``workers``, as in ``Transport._send_window``), ``wait``
-    s on otherwise.
+    s on otherwise. (Positions j are those of a round of chunk ids ``base + stride * j``.)
 
-    And a result for chunk c means chunk c - W (``slots``) was resolved for every worker (each
-    sends c + W only after that): if c - W's result has not come, it was lost; it is due now,
-    its backoff reset."""
+    And a result for chunk c means chunk c - W (``slots`` positions before) was resolved for
+    every worker (each sends c + W only after that): if c - W's result has not come, it was
+    lost; it is due now, its backoff reset."""
     earliest = math.inf
     for j in range(first_pending, min(newest_plain, next_to_send)):
         if (not done[j] and not lost[j] and taken_by[j] < 0
                 and not pending_at[j] > now - wait):
             lost[j] = True
-            asks_first = (base + j) % workers == worker
+            asks_first = (base + stride * j) % workers == worker
             deadline[j] = min(deadline[j], now if asks_first else now + wait)
             earliest = min(earliest, deadline[j])
     for j in run_js:

@@ -48,6 +48,10 @@ class SwitchSilent(RuntimeError):
     """The switch sent nothing for longer than the silence bound while chunks were pending."""
 
 
+class Cancelled(Exception):
+    """Another shard of the call failed: this one stops too (``host_lib/engine/shards.py``)."""
+
+
 class ProtocolError(RuntimeError):
     """The switch or a peer said something that can never be right (a result that changed, a
     scale mismatch, a result lost for good): the call fails rather than return a wrong sum."""
@@ -85,36 +89,79 @@ class CallStats:
 COUNTS = tuple(f.name for f in fields(CallStats) if f.type == "int")  # what calls add up
 
 
-class Round:
-    """Chunks ``base .. base + n - 1`` of the job's stream, with their frames and results."""
+# What a round keeps per chunk, beside its frame (name: dtype, initial value).
+CHUNK_STATE = {
+    "sent_at": (np.float64, np.nan),
+    "deadline": (np.float64, np.inf),
+    "retries": (np.int32, 0),  # retransmissions (Karn's rule, statistics)
+    "backoff": (np.int32, 0),  # timer doublings since the last sign of life
+    "done": (np.bool_, False),
+    "taken_by": (np.int16, -1),  # helper of a taken-over chunk
+    "included": (np.bool_, False),  # the switch's sum holds our contribution
+    "attempt": (np.int32, 0),  # which peer we ask for a lost result
+    "asked_takeover": (np.float64, np.nan),  # when we last sent TAKEOVER
+    "missing": (np.uint32, 0),  # who the switch said was missing
+    "lost": (np.bool_, False),  # a later chunk's result came first: ask again
+    "pending_at": (np.float64, np.nan),  # when a PENDING last said it waits on peers
+}
+# ... and the chunk's result (name: dtype, shape of one chunk's)
+CHUNK_RESULT = {"sums": (np.int32, (P.LANES,)), "exps": (np.uint16, ()),
+                "bitmaps": (np.uint32, ()), "counts": (np.uint8, ())}
+_COMPLETED, _NEXT_TO_SEND, _FIRST_PENDING = range(3)
+_NEXT_DUE, _TAKEOVER_LOOK = range(2)
 
-    def __init__(self, frames: np.ndarray, base: int, plan: RoundPlan | None = None):
+
+class Round:
+    """Chunks ``base, base + stride, ..., base + (n - 1) * stride`` of the job's stream, with
+    their frames and results.
+
+    A worker that splits a call over K shards (``host_lib/engine/shards.py``) gives shard k the
+    chunks whose slots it owns, every K-th chunk: a round of stride K, whose local window is
+    ``W / K`` chunks (chunk c + W is ``W / K`` places on). Its arrays may then be strided views
+    of the call's (``arrays``: every name of :data:`CHUNK_STATE` and :data:`CHUNK_RESULT`), so
+    every shard's results land in the call's arrays in place.
+
+    The counters and times the compiled round loop updates (``completed``, ``next_to_send``,
+    ``first_pending``, ``next_due``, ``takeover_look``) live in two small arrays, which it
+    shares with Python."""
+
+    def __init__(self, frames: np.ndarray, base: int, plan: RoundPlan | None = None,
+                 stride: int = 1, arrays: dict[str, np.ndarray] | None = None, keep=None):
         self.frames = frames
+        self.rows = frames[:, None].view(np.uint8)  # one row of bytes per frame (a view)
         self.base = base
+        self.stride = stride
         self.n = len(frames)
         self.plan = plan or RoundPlan()
-        self.wire = memoryview(frames.view(np.uint8)).cast("B")
-        self.sent_at = np.full(self.n, np.nan)
-        self.deadline = np.full(self.n, np.inf)
-        self.next_due = np.inf  # never later than the earliest deadline of a pending chunk
-        self.retries = np.zeros(self.n, np.int32)  # retransmissions (Karn's rule, statistics)
-        self.backoff = np.zeros(self.n, np.int32)  # timer doublings since the last sign of life
-        self.done = np.zeros(self.n, bool)
-        self.taken_by = np.full(self.n, -1, np.int16)  # helper of a taken-over chunk
-        self.included = np.zeros(self.n, bool)  # the switch's sum holds our contribution
-        self.attempt = np.zeros(self.n, np.int32)  # which peer we ask for a lost result
-        self.asked_takeover = np.full(self.n, np.nan)  # when we last sent TAKEOVER
-        self.takeover_look = -np.inf  # no chunk's takeover is due before this (helpers)
-        self.missing = np.zeros(self.n, np.uint32)  # who the switch said was missing
-        self.lost = np.zeros(self.n, bool)  # a later chunk's result came first: ask again
-        self.pending_at = np.full(self.n, np.nan)  # when a PENDING last said it waits on peers
-        self.sums = np.zeros((self.n, P.LANES), np.int32)
-        self.exps = np.zeros(self.n, np.uint16)
-        self.bitmaps = np.zeros(self.n, np.uint32)
-        self.counts = np.zeros(self.n, np.uint8)
-        self.completed = 0
-        self.next_to_send = 0
-        self.first_pending = 0  # no chunk before it waits for a result
+        self.keep = keep  # what must live as long as the round (the call's buffers)
+        for name, (dtype, initial) in CHUNK_STATE.items():
+            if arrays is None:
+                setattr(self, name, np.full(self.n, initial, dtype))
+            else:
+                view = arrays[name]
+                view[:] = initial
+                setattr(self, name, view)
+        for name, (dtype, shape) in CHUNK_RESULT.items():
+            if arrays is None:
+                setattr(self, name, np.zeros((self.n, *shape), dtype))
+            else:
+                setattr(self, name, arrays[name])
+        self.counters = np.zeros(3, np.int64)
+        self.times = np.array([np.inf, -np.inf])
+
+    completed = property(lambda self: int(self.counters[_COMPLETED]),
+                         lambda self, v: self.counters.__setitem__(_COMPLETED, v))
+    next_to_send = property(lambda self: int(self.counters[_NEXT_TO_SEND]),
+                            lambda self, v: self.counters.__setitem__(_NEXT_TO_SEND, v))
+    first_pending = property(  # no chunk before it waits for a result
+        lambda self: int(self.counters[_FIRST_PENDING]),
+        lambda self, v: self.counters.__setitem__(_FIRST_PENDING, v))
+    next_due = property(  # never later than the earliest deadline of a pending chunk
+        lambda self: float(self.times[_NEXT_DUE]),
+        lambda self, v: self.times.__setitem__(_NEXT_DUE, v))
+    takeover_look = property(  # no chunk's takeover is due before this (helpers)
+        lambda self: float(self.times[_TAKEOVER_LOOK]),
+        lambda self, v: self.times.__setitem__(_TAKEOVER_LOOK, v))
 
     def due(self, js, when) -> None:
         """Set the timers of chunks ``js`` to ``when``. Every timer is set through here (or
@@ -127,12 +174,17 @@ class Round:
             self.next_due = min(self.next_due, float(when.min()))
 
     def frame(self, j: int) -> memoryview:
-        return self.wire[j * P.FRAME_LEN:(j + 1) * P.FRAME_LEN]
+        return memoryview(self.rows[j])
+
+    def chunk(self, j):
+        """The chunk id of position ``j`` (or of each of an array of positions)."""
+        return (self.base + self.stride * j) & 0xFFFFFFFF
 
     def index(self, chunk: int) -> int | None:
         """Position of a chunk id in this round, or None."""
-        j = (chunk - self.base) & 0xFFFFFFFF
-        return j if j < self.n else None
+        d = (chunk - self.base) & 0xFFFFFFFF
+        j, off = divmod(d, self.stride)
+        return j if j < self.n and not off else None
 
     def is_future(self, chunk: int) -> bool:
-        return (chunk - self.base - self.n) & 0xFFFFFFFF < SERIAL_HALF
+        return (chunk - self.base - self.stride * self.n) & 0xFFFFFFFF < SERIAL_HALF

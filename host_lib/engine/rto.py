@@ -5,35 +5,65 @@ A result arrives only once every worker has contributed, so its round trip also 
 wait for the slowest peer. Feeding such waits into the estimator would let the timeout grow with
 every loss a peer suffers, and slow the recovery from the next; samples are therefore clipped to
 twice the current smoothed RTT.
+
+The estimator's state is one small array, so that the compiled round loop
+(``host_lib/engine/round_loop.py``) samples and reads it with the same functions
+(:func:`sample`, :func:`timeout`) as Python does through :class:`RtoEstimator`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+
+import numba
+import numpy as np
+
+_INITIAL, _MINIMUM, _MAXIMUM, _SRTT, _RTTVAR = range(5)
 
 
-@dataclass
+@numba.njit(cache=True, nogil=True)
+def sample(state, rtt):
+    """One round-trip sample into the estimator ``state``."""
+    if math.isnan(state[_SRTT]):
+        state[_SRTT], state[_RTTVAR] = rtt, rtt / 2
+    else:
+        rtt = min(rtt, 2 * state[_SRTT])
+        state[_RTTVAR] = 0.75 * state[_RTTVAR] + 0.25 * abs(state[_SRTT] - rtt)
+        state[_SRTT] = 0.875 * state[_SRTT] + 0.125 * rtt
+
+
+@numba.njit(cache=True, nogil=True)
+def timeout(state):
+    """The retransmission timeout of the estimator ``state``."""
+    if math.isnan(state[_SRTT]):
+        return state[_INITIAL]
+    return min(state[_MAXIMUM], max(state[_MINIMUM], state[_SRTT] + 4 * state[_RTTVAR]))
+
+
 class RtoEstimator:
-    initial: float = 0.05
-    minimum: float = 0.01
-    maximum: float = 1.0
-    srtt: float | None = None
-    rttvar: float = 0.0
+    minimum = 0.01  # the defaults
+    maximum = 1.0
+
+    def __init__(self, initial: float = 0.05, minimum: float = minimum,
+                 maximum: float = maximum):
+        self.state = np.array([initial, minimum, maximum, np.nan, 0.0])
+
+    @property
+    def srtt(self) -> float | None:
+        srtt = float(self.state[_SRTT])
+        return None if math.isnan(srtt) else srtt
+
+    @property
+    def rttvar(self) -> float:
+        return float(self.state[_RTTVAR])
 
     def sample(self, rtt: float) -> None:
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            rtt = min(rtt, 2 * self.srtt)
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        sample(self.state, rtt)
 
     @property
     def rto(self) -> float:
-        if self.srtt is None:
-            return self.initial
-        return min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
+        return timeout(self.state)
 
     def backoff(self, retries: int) -> float:
         """Timeout for a packet already retransmitted ``retries`` times."""
-        return min(self.maximum, self.rto * (1 << min(retries, 16)))
+        return min(float(self.state[_MAXIMUM]), self.rto * (1 << min(retries, 16)))

@@ -1,23 +1,26 @@
 """The worker side of the streaming aggregation protocol (docs/protocol.md §4, §7).
 
-:class:`Transport` pushes a :class:`~host_lib.engine.rounds.Round` (consecutive chunk ids whose DATA
-frames are prebuilt in one numpy array) through the switch over a link: at most W chunks in
-flight, chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
+:class:`Transport` pushes a :class:`~host_lib.engine.rounds.Round` (the chunk ids of a call, or
+every K-th of them for one of K shards, ``host_lib/engine/shards.py``, whose DATA frames are
+prebuilt in one numpy array) through the switch over a link: at most W chunks in flight (W / K a
+shard), chunk ``c + W`` sent once chunk ``c`` is resolved (its result arrived, or a helper took it
 over), retransmission on an adaptive timeout, results collected straight into a numpy array.
 Sending and receiving share one non-blocking loop, so neither waits for the other: every pass
 drains what has arrived (a batch of frames at a time, results applied by compiled code),
 sends what the window allows, retransmits what has timed out, and sleeps only when there is
-nothing to do.
+nothing to do. On a link with compiled batch calls, the common case of those passes runs in
+compiled code (:mod:`host_lib.engine.round_loop`) until something needs this module's Python.
 
 With a :class:`~host_lib.engine.rounds.RoundPlan` that names helpers, the transport's
 :class:`~host_lib.engine.takeover.Takeover` also plays the helper role of slot takeover. Helper
 duties outlive the call they belong to: :meth:`Transport.serve_idle` answers peers between
 calls.
 
-The module is longer than most (about 460 lines) because it is one state machine: the sending,
+The module is longer than most (about 500 lines) because it is one state machine: the sending,
 the retransmission timers and the handling of the switch's answers all read and write the same
 per-chunk state of the round, and splitting them would put that state behind an interface of its
-own without making any part easier to follow.
+own without making any part easier to follow. (The common case of the same loop, compiled, is
+``host_lib/engine/round_loop.py``.)
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import time
 
 import numpy as np
 
+from host_lib.engine.buffers import CallBuffers
 from host_lib.engine.config import CommunicatorConfig
 from host_lib.engine.frame_filter import FrameFilter
 from host_lib.engine.links import as_frame_link
-from host_lib.engine.result_path import flag_losses, take_results
-from host_lib.engine.rounds import CallStats, ProtocolError, Round, SwitchSilent
+from host_lib.engine.result_path import RX_ROW, flag_losses, take_results
+from host_lib.engine.round_loop import DONE, FRAMES, CompiledLoop
+from host_lib.engine.rounds import CallStats, Cancelled, ProtocolError, Round, SwitchSilent
 from host_lib.engine.rto import RtoEstimator
 from host_lib.engine.sender import Sender
 from host_lib.engine.takeover import Takeover
@@ -51,33 +56,42 @@ _FLAGS = field_offset("flags")
 _EARLY_LIMIT = 1 << 16  # frames kept for chunks this worker has not reached yet
 _WAIT_PROBE = 0.05  # first probe interval for a chunk that waits on others (s)
 _PROBE_BURST = 4  # chunks retransmitted at once when many time out together
-_RX_BATCH = 256  # frames received before they are handled together
+_RX_BATCH = 1024  # frames received before they are handled together
 
 
 class Transport:
     """One worker's stream of rounds for one job, over one link."""
 
-    def __init__(self, link, config: CommunicatorConfig):
+    def __init__(self, link, config: CommunicatorConfig, wake=None):
         self.link = link
         self._batches = as_frame_link(link)  # the link's batch calls
         self.config = config
+        # Another thread ends a call by setting ``stop`` and writing to ``wake`` (a socket this
+        # transport also waits on): the shards of a call that one of them failed.
+        self.stop = np.zeros(1, np.uint8)
+        self.wake = wake
         self.filter = FrameFilter(config.switch, config.local, config.job, config.run)
         # First send to result, waits for peers included:
         self.rto = RtoEstimator(initial=config.initial_rto)
         self.ask_rto = RtoEstimator()  # a question to the switch and its answer
         self.sender = Sender(link, config)
         self.takeover = Takeover(config, self.rto, self.sender)
-        # Received frames land in rows of one array, a batch at a time; one spare byte per row
+        # Received frames land in rows of one array, a batch at a time; a spare byte per row
         # tells an oversized datagram (truncated to the row) from a frame.
-        self._rx = np.zeros((_RX_BATCH, P.FRAME_LEN + 1), np.uint8)
+        self._rx = np.zeros((_RX_BATCH, RX_ROW), np.uint8)
         self._rx_rows = [memoryview(row) for row in self._rx]
         self._rx_frames = self._rx[:, :P.FRAME_LEN].view(FRAME_DTYPE).reshape(_RX_BATCH)
         self._run_js = np.zeros(_RX_BATCH, np.int64)  # the chunks of a run of results
         self._copies = np.zeros(_RX_BATCH, np.int64)  # those of the run that time a question
-        self._one = np.zeros((1, P.FRAME_LEN + 1), np.uint8)  # a result handled on its own
+        self._one = np.zeros((1, RX_ROW), np.uint8)  # a result handled on its own
         self._early: dict[int, bytes] = {}
         self._notices: dict[int, int] = {}  # chunk -> helper, for chunks not yet reached
         self._between_calls = CallStats()  # what serving peers between calls cost
+        native = getattr(link, "native", None)
+        self._compiled = None if native is None else CompiledLoop(
+            native, self._rx, self.filter.template, self.filter.mask, self.rto.state,
+            self.ask_rto.state, config.n_workers, config.worker, *link.switch_headers(),
+            wake_fd=None if wake is None else wake.fileno())
 
     # -- the round loop ---------------------------------------------------------------------
 
@@ -99,11 +113,32 @@ class Transport:
             rnd.next_to_send = rnd.n
         c = self.config
         poller = select.poll()
-        poller.register(self.link.fileno(), select.POLLIN)
+        for fd in [self.link.fileno()] + ([] if self.wake is None else [self.wake.fileno()]):
+            poller.register(fd, select.POLLIN)
         last_heard = last_progress = now
         completed = rnd.completed
+        # When the takeover wants to look again: not before the first timer (a chunk is due
+        # for takeover two timeouts after it was sent at the earliest), which returns to the
+        # Python pass below, which asks it.
+        look = np.inf
         while rnd.completed < rnd.n:
+            if self._compiled is not None:  # the common case, compiled, until it is not
+                reason, start, end, foreign = self._compiled.run(
+                    rnd, stats, self.config.window // rnd.stride,
+                    (last_heard, last_progress, c.silence_timeout, c.stall_timeout, look),
+                    self.stop)
+                last_heard = self._compiled.last_heard
+                last_progress = self._compiled.last_progress
+                if reason == DONE:
+                    break
+                if reason == FRAMES:
+                    if foreign:
+                        self.link.finish_headers(self._rx, end)
+                    if self._handle_batch(rnd, stats, end, time.monotonic(), start):
+                        last_heard = time.monotonic()
             now = time.monotonic()
+            if self.stop[0]:
+                raise Cancelled
             if self._drain(rnd, stats, now):
                 last_heard = now
                 if rnd.completed == rnd.n:
@@ -111,8 +146,8 @@ class Transport:
             if rnd.completed != completed:
                 completed, last_progress = rnd.completed, now
             self._send_window(rnd, stats, now)
-            next_deadline = min(self._retransmit(rnd, stats, now),
-                                self.takeover.take_over(rnd, stats, now))
+            look = self.takeover.take_over(rnd, stats, now)
+            next_deadline = min(self._retransmit(rnd, stats, now), look)
             if now - last_heard > c.silence_timeout:
                 raise SwitchSilent(f"job {c.job} worker {c.worker}: no packet from the "
                                    f"switch for {now - last_heard:.1f} s with "
@@ -123,9 +158,10 @@ class Transport:
                 raise SwitchSilent(f"job {c.job} worker {c.worker}: no chunk completed "
                                    f"for {now - last_progress:.1f} s with "
                                    f"{rnd.n - rnd.completed} chunks pending")
-            wait = min(next_deadline, last_heard + c.silence_timeout,
-                       last_progress + c.stall_timeout) - time.monotonic()
-            poller.poll(max(0.0, min(wait, 0.5)) * 1000)
+            if self._compiled is None:
+                wait = min(next_deadline, last_heard + c.silence_timeout,
+                           last_progress + c.stall_timeout) - time.monotonic()
+                poller.poll(max(0.0, min(wait, 0.5)) * 1000)
         self.takeover.expire(time.monotonic())
 
     def serve_idle(self, timeout: float, wake=None) -> bool:
@@ -153,7 +189,7 @@ class Transport:
         while rnd.next_to_send < rnd.n:
             # At most W chunks at a time: beyond them, j - W is a chunk of this very pass. The
             # round's first W chunks wait for none; from ``gated`` on, each waits for j - W.
-            window = self.config.window
+            window = self.config.window // rnd.stride  # this round's part of the window
             lo, hi = rnd.next_to_send, min(rnd.n, rnd.next_to_send + window)
             gated = min(hi, max(lo, window))
             before = slice(gated - window, hi - window) if gated < hi else slice(0, 0)
@@ -174,13 +210,12 @@ class Transport:
             rnd.sent_at[js] = now
             # The chunk's designated worker asks first if it times out; the others later,
             # since the PENDING that answers it reaches them all. Chunk c's designated worker
-            # is c modulo n (n workers): this one is designated for every n-th chunk, from
-            # ``first`` on.
+            # is c modulo n (n workers).
             rnd.due(js, now + 2 * self.rto.rto)
-            workers = self.config.n_workers
-            first = lo + (self.config.worker - rnd.base - lo) % workers
-            if first < lo + stop:
-                rnd.due(slice(first, lo + stop, workers), now + self.rto.rto)
+            mine = np.arange(lo, lo + stop)
+            mine = mine[(rnd.base + rnd.stride * mine) % self.config.n_workers
+                        == self.config.worker]
+            rnd.due(mine, np.full(len(mine), now + self.rto.rto))
             rnd.next_to_send += stop
 
     def _retransmit(self, rnd: Round, stats: CallStats, now: float) -> float:
@@ -238,7 +273,7 @@ class Transport:
         in turn: each keeps its recent results."""
         me = self.config.worker
         others = [w for w in sorted(self.config.peers) if w != me] or [me]
-        return others[(rnd.base + j + int(rnd.attempt[j])) % len(others)]
+        return others[(rnd.chunk(j) + int(rnd.attempt[j])) % len(others)]
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -264,18 +299,17 @@ class Transport:
         return int(frames.sum()), received == _RX_BATCH
 
     def _handle_batch(self, rnd: Round | None, stats: CallStats, received: int,
-                      now: float) -> bool:
-        """Handle received frames in arrival order. The common case, the first result of a
-        chunk of this round, is applied to whole runs of frames by compiled code
-        (:mod:`host_lib.engine.result_path`); every other frame goes through :meth:`_handle` one at
-        a
-        time."""
+                      now: float, start: int = 0) -> bool:
+        """Handle received frames ``start`` to ``received`` in arrival order. The common case,
+        the first result of a chunk of this round, is applied to whole runs of frames by
+        compiled code (:mod:`host_lib.engine.result_path`); every other frame goes through
+        :meth:`_handle` one at a time."""
         if rnd is None:
             accepted = self.filter.accept(self._rx_frames[:received],
                                           self._rx[:received, :P.FRAME_LEN], stats.rejected)
             return any([self._handle(None, stats, self._rx_rows[i][:P.FRAME_LEN], now)
                         for i in np.flatnonzero(accepted).tolist()])
-        heard, start, accepted = False, 0, None
+        heard, accepted = False, None
         while True:
             stop = self._apply_results(rnd, stats, self._rx, start, received, now)
             heard |= stop > start
@@ -295,7 +329,8 @@ class Transport:
         trip, and ask at once for results that news of later chunks shows were lost
         (:func:`~host_lib.engine.result_path.flag_losses`); returns the row the run ended before."""
         stop, clean, clean_sent, n_copies, newest_plain = take_results(
-            rows, start, end, self.filter.template, self.filter.mask, rnd.base, rnd.done,
+            rows, start, end, self.filter.template, self.filter.mask, rnd.base, rnd.stride,
+            rnd.done,
             rnd.sums, rnd.exps, rnd.bitmaps, rnd.counts, rnd.sent_at, rnd.retries,
             rnd.pending_at, rnd.taken_by, self._run_js, self._copies)
         if stop == start:
@@ -321,18 +356,23 @@ class Transport:
         :func:`~host_lib.engine.result_path.flag_losses`)."""
         earliest = flag_losses(
             self._run_js[:run_length], newest_plain, rnd.first_pending, rnd.next_to_send,
-            self.config.window, rnd.base, self.config.n_workers, self.config.worker, now,
+            self.config.window // rnd.stride, rnd.base, rnd.stride, self.config.n_workers,
+            self.config.worker, now,
             2 * self.ask_rto.rto, rnd.done, rnd.lost, rnd.taken_by, rnd.pending_at,
             rnd.deadline, rnd.backoff)
         rnd.next_due = min(rnd.next_due, earliest)
 
-    def load_kernels(self) -> None:
-        """Load the compiled result path now (from numba's on-disk cache, or compile it), with
-        the argument types a call uses, so that the first call does not pay for it: an empty
-        run of results in a round of one chunk that is never sent."""
-        rnd = Round(np.zeros((1, P.FRAME_LEN), np.uint8), 0)
+    def load_kernels(self, stride: int = 1) -> None:
+        """Load the compiled kernels a call runs now (from numba's on-disk cache, or compile
+        them), with the argument types of a call's rounds of ``stride`` (views of the call's
+        arrays), so that the first call does not pay for it: an empty run of results, and the
+        compiled round loop (CompiledLoop.load), in a round that is never sent."""
+        frames, arrays = CallBuffers(2 * stride).arrays(2 * stride, 0, stride)
+        rnd = Round(frames, 0, stride=stride, arrays=arrays)
         self._apply_results(rnd, CallStats(), self._rx, 0, 0, 0.0)
         self._flag_losses(rnd, 0, -1, 0.0)
+        if self._compiled is not None:
+            self._compiled.load(rnd)
 
     def _handle(self, rnd: Round | None, stats: CallStats, frame: memoryview, now: float
                 ) -> bool:
@@ -412,7 +452,7 @@ class Transport:
             # (or when that would be ourselves, or without helpers) every other worker in turn
             # gets our contribution: each keeps its recent results and forwards to a helper it
             # heard of, and one of them is the helper.
-            chunk = rnd.base + j
+            chunk = rnd.chunk(j)
             helper = self.takeover.named(chunk, int(rnd.taken_by[j]))
             if helper < 0:
                 helper = rnd.plan.helper(chunk)
@@ -425,7 +465,7 @@ class Transport:
                 rnd.attempt[j] = 1
                 self._taken(rnd, stats, j, helper, False)
         elif reason == P.Bounce.SCALE_MISMATCH:
-            raise ProtocolError(f"chunk {rnd.base + j}: the switch holds it with another scale; "
+            raise ProtocolError(f"chunk {rnd.chunk(j)}: the switch holds it with another scale; "
                                 f"workers disagree on the quantization exponent")
         elif reason == P.Bounce.OLD_RUN:
             raise ProtocolError(f"job {self.config.job}: the switch holds a newer run of this "
@@ -463,7 +503,7 @@ class Transport:
         stats.duplicate_results += 1
         if (rnd.bitmaps[j] != bitmap or rnd.exps[j] != exp
                 or not np.array_equal(rnd.sums[j], frame_lanes(frame))):
-            raise ProtocolError(f"chunk {rnd.base + j}: a second result differs from the "
+            raise ProtocolError(f"chunk {rnd.chunk(j)}: a second result differs from the "
                                 f"first (bitmap {bitmap:#x} vs {int(rnd.bitmaps[j]):#x})")
 
 

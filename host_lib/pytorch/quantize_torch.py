@@ -5,7 +5,9 @@ It follows the same arithmetic step for step (integer max of the float bit patte
 power-of-two scaling, round half to even), so a CUDA worker produces bit-identical lanes to a CPU
 worker; tests/test_quantize.py checks that on CPU tensors, and on CUDA where one is present.
 Only quantization runs on the device: the int32 lanes then go to pinned host memory for the
-network, and results are dequantized on the host.
+network, and results are dequantized on the host. On a GPU with Triton, the same arithmetic runs
+as one kernel per bucket (:mod:`host_lib.pytorch.quantize_triton`); these operations are the
+fallback, and the reference the kernel is tested against.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from host_lib.engine.quantize import num_blocks
+from host_lib.pytorch import quantize_triton
 from protocol.constants import EXP_BIAS, EXP_NONE, EXP_NONFINITE, LANES
 
 _INF_BITS = 0x7F800000
@@ -30,12 +33,16 @@ def block_exponents(blocks: torch.Tensor) -> torch.Tensor:
     return torch.where(m >= _INF_BITS, torch.full_like(exps, EXP_NONFINITE), exps)
 
 
-def quantize(x: torch.Tensor, scales: torch.Tensor, qbits: int
+def quantize(x: torch.Tensor, scales: torch.Tensor, qbits: int, fused: bool | None = None
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize a flat float32 tensor with one biased scale per block (int32 tensor on x's
-    device). Returns (lanes (nblocks, LANES) int32, exps (nblocks,) int32), on x's device."""
+    device). Returns (lanes (nblocks, LANES) int32, exps (nblocks,) int32), on x's device.
+    ``fused``: in one kernel (:mod:`host_lib.pytorch.quantize_triton`); by default where it can
+    run (a CUDA tensor, Triton present), else in the torch operations below."""
     if x.dtype != torch.float32:
         raise TypeError(f"quantization takes float32, got {x.dtype}")
+    if fused or (fused is None and quantize_triton.available(x)):
+        return quantize_triton.quantize(x, scales, qbits)
     x = x.reshape(-1)
     nb = num_blocks(x.numel())
     blocks = torch.nn.functional.pad(x, (0, nb * LANES - x.numel())).view(nb, LANES)
