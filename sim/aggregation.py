@@ -53,6 +53,9 @@ class Outcome:
     fallback: int = 0  # blocks summed on a host because the pool had no free aggregators
     retransmissions: int = 0
     summed: np.ndarray | None = None  # whose contributions the (last) result sums
+    # per worker, how long its calls took together (a block's call from when the block is
+    # ready, or the worker's previous call ended, to its result): NaN where not measured
+    busy: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ class SwitchAggregation:
         """SimPy process body: ``ready`` (workers x buckets) is when each bucket of each
         contributor is ready (NaN: sends nothing; ``joined``, when a worker that sends nothing
         enters the call, does not matter to the switch). Returns the Outcome."""
-        out = Outcome(np.full(self.n, -np.inf))
+        out = Outcome(np.full(self.n, -np.inf), busy=np.zeros(self.n))
         sending = plan.contributors & np.isfinite(ready).all(axis=1)
         per_rack = [plan.contributors[r].sum() for r in self.racks]
         total = max(1, sum(per_rack))
@@ -195,6 +198,8 @@ class SwitchAggregation:
             lost = retransmission_delay(p, self.net.loss, self.net.rto_s, self.rng, self.n)
             out.retransmissions += int(np.count_nonzero(lost))
             delivered += lost
+            began = np.maximum(ready[:, bucket], out.delivered)
+            out.busy += np.where(np.isfinite(began), delivered - began, 0.0)
             out.delivered = np.maximum(out.delivered, delivered)
             self._opened.append(np.minimum(notice, delivered))
         return out
