@@ -172,7 +172,7 @@ class Job:
         profile, spec = self.spec.workload.profile, self.spec
         s = schedule(plan.shares, spec.micro_batches, slowness * profile.c,
                      slowness * profile.a, starts, spec.costs.claim_s, plan.keep_s,
-                     plan.per_sample_s)
+                     plan.per_sample_s, plan.kappa)
         computed = s.ends + delay  # as in _synchronous: the extra delay ends the step
         sends = np.array([plan.contributes(w) for w in range(self.n)])
         call = self.spec.costs.call(plan)

@@ -21,10 +21,12 @@ from experiments.stragglers import SlowdownSchedule
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
 from host_lib.scheduling.stealing_model import schedule
 from host_lib.scheduling.work_stealing import (
+    Expectation,
     WorkStealing,
     micro_batches,
-    owner_done,
+    progress,
     reserve_now,
+    slow_prior,
     worth_taking,
 )
 
@@ -42,11 +44,14 @@ def test_micro_batches_cut_a_share_in_order():
 def test_the_owner_stops_at_the_first_micro_batch_a_thief_took():
     store = dist.HashStore()
     shares = [np.arange(16), np.arange(16, 20)]  # 8 micro-batches of 2, and 4 of 1
-    owner = WorkStealing(store, 0, 2, 8).iteration(0, shares)
-    thief = WorkStealing(store, 1, 2, 8).iteration(0, shares)
+    # The plan expected the owner to compute a sample per nanosecond: it is behind at once.
+    expected = Expectation(per_sample_s=(1e-9, 1e-9))
+    owner = WorkStealing(store, 0, 2, 8).iteration(0, shares, expected=expected)
+    thief = WorkStealing(store, 1, 2, 8).iteration(0, shares, per_sample_s=lambda: 1e-9,
+                                                   expected=expected)
     first = next(owner)
     own = [next(thief) for _ in range(3)]  # its last one it reserves for its pass
-    stolen = [next(thief), next(thief)]  # the owner has finished none of its own: behind
+    stolen = [next(thief), next(thief)]
     rest = list(owner)
     assert (first.owner, first.index) == (0, 0)
     assert [(m.owner, m.index, m.reserved) for m in own] == [(1, 0, False), (1, 1, False),
@@ -69,7 +74,7 @@ def test_a_worker_reserves_what_its_pass_through_ddp_needs():
     owner = WorkStealing(store, 0, 3, 8).iteration(
         0, shares, keep_s=0.016, per_sample_s=lambda: speed["per_sample_s"])
     assert [m.index for m in [next(owner), next(owner)]] == [0, 1]  # speed unknown: none yet
-    speed["per_sample_s"] = 0.001  # 4 samples a micro-batch: 16 ms for the last four
+    speed["per_sample_s"] = 0.001  # 4 samples a micro-batch: 12 ms after the next one
     assert [m.index for m in [next(owner), next(owner)]] == [2, 3]
     idle = WorkStealing(store, 2, 3, 8).iteration(0, shares)
     assert list(idle) == []
@@ -95,17 +100,26 @@ def test_reserve_and_stealing_rules():
     assert reserve_now([4], None, 0.0)  # the last one is always its own
     assert not reserve_now([], 0.001, 1.0)
     assert not reserve_now([4, 4], None, 1.0)  # speed unknown
-    assert reserve_now([4, 4], 0.001, 0.008)
-    assert not reserve_now([4, 4], 0.001, 0.0079)
+    assert reserve_now([4, 4], 0.001, 0.0041)  # the pass lasts 8 ms: at least keep_s
+    assert not reserve_now([4, 4], 0.001, 0.004)  # 4 ms after this one: it computes one more
+    assert slow_prior((1.0, 1.0, 1.6), 2) == 1.6 and slow_prior((1.0, 1.0, 1.4), 2) is None
+    assert slow_prior(None, 0) is None
     left = [np.array([4, 4, 4]), np.array([4, 4]), np.array([4])]
-    # the thief computed 24 samples; owner 0 finished 8 (3x slower: 12 * 3 = 36 to go in the
-    # thief's time), owner 1 finished 6 (4x: 32), owner 2 has one micro-batch left
-    assert worth_taking(left, [8.0, 6.0, 0.0], reserved=8, computed=24) == 0
-    assert worth_taking(left, [8.0, 6.0, 0.0], reserved=32, computed=24) is None
-    assert worth_taking(left, [20.0, 20.0, 0.0], reserved=0, computed=24) is None  # not behind
-    assert worth_taking(left, [0.0, 6.0, 0.0], reserved=100, computed=24) == 0  # none done
-    assert owner_done(np.array([4, 4, 4]), 0) == 0.0
-    assert owner_done(np.array([4, 4, 4]), 2) == 6.0
+    # 30 ms into the iteration; the plan expected 1 ms per effective sample of owners 0 and 1
+    # (30 of them by now), 3 ms of owner 2; the thief computes at 1 ms per sample
+    plan = Expectation((1e-3, 1e-3, 3e-3), kappa=2.0)
+    owners = [0, 1, 2]
+    # owner 0 did 6 (5x behind: 12 samples at 5 ms = 60 ms to go), owner 1 did 10 (3x: 24 ms)
+    assert worth_taking(left, [6.0, 10.0, 2.0], plan, owners, 0.030, 0.010, 1e-3) == 0
+    assert worth_taking(left, [6.0, 10.0, 2.0], plan, owners, 0.030, 0.057, 1e-3) is None
+    assert worth_taking(left, [6.0, 10.0, 2.0], plan, owners, 0.030, 0.0559, 1e-3) == 0
+    # on schedule (at least 1 / BEHIND of what was expected), nobody is taken from
+    assert worth_taking(left, [20.0, 25.0, 2.0], plan, owners, 0.030, 0.0, 1e-3) is None
+    # owner 2 is slow as expected; its one micro-batch left is not worth taking anyway
+    assert worth_taking(left[2:], [2.0], plan, [2], 0.030, 0.0, 1e-3) is None
+    assert progress(np.array([4, 4, 4]), 0, 2.0) == 0.0
+    assert progress(np.array([4, 4, 4]), 1, 2.0) == 3.0  # half of the first, fixed cost too
+    assert progress(np.array([4, 4, 4]), 2, 2.0) == 8.0
 
 
 SCENARIOS = {
@@ -130,9 +144,13 @@ def test_every_sample_is_computed_exactly_once_under_contention(scenario):
     def worker(rank):
         try:
             stealing = WorkStealing(store, rank, world, pieces)
+            # every worker is expected to compute at the unslowed speed (the plan's view)
+            expected = Expectation(per_sample_s=(0.0005,) * world)
             for it in range(iterations):
                 shares = split(sampler.batch(it), shares_of[it % 3])
-                for mb in stealing.iteration(it, shares):
+                speed = 0.0005 * schedule.factor(rank, it)
+                for mb in stealing.iteration(it, shares, per_sample_s=lambda s=speed: s,
+                                             expected=expected):
                     time.sleep(0.0005 * len(mb.samples) * schedule.factor(rank, it))
                     done[rank].append((it, mb.owner, mb.index, mb.samples.tolist()))
                 barrier.wait(timeout=30)

@@ -15,7 +15,8 @@ samples costs a worker
 ``per_sample_s * k`` seconds, and the first it computes (its reserve, if it computed nothing
 before) also ``fixed_s``, as experiments/train.py emulates it; each claim and each look at the
 other shares costs one store round trip (``claim_s``). A worker knows its own speed once it
-has computed a micro-batch; before, it goes by ``prior_s`` (the plan's ``per_sample_s``).
+has computed a micro-batch; before, it goes by ``prior_s`` (the plan's ``per_sample_s``) if it
+is a straggler there (:func:`~host_lib.scheduling.work_stealing.slow_prior`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from host_lib.scheduling.work_stealing import (
+    Expectation,
     micro_batches,
-    owner_done,
+    progress,
     reserve_now,
+    slow_prior,
     worth_taking,
 )
 
@@ -42,13 +45,16 @@ class Schedule:
 
 
 def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float = 0.0,
-             keep_s: float = 0.0, prior_s=None) -> Schedule:
-    """The iteration's stealing, for per-worker ``fixed_s``, ``per_sample_s`` and ``starts``
-    (and ``prior_s``, None: unknown)."""
+             keep_s: float = 0.0, prior_s=None, kappa: float = 0.0) -> Schedule:
+    """The iteration's stealing, for per-worker ``fixed_s``, ``per_sample_s`` and ``starts``;
+    ``prior_s`` and ``kappa`` are what the plan expects (per-worker time per sample, None:
+    unknown; the fixed cost in samples)."""
     n = len(shares)
+    expected = Expectation(None if prior_s is None else tuple(float(p) for p in prior_s),
+                           kappa)
     fixed = np.broadcast_to(np.asarray(fixed_s, np.float64), (n,))
     per = np.broadcast_to(np.asarray(per_sample_s, np.float64), (n,))
-    prior = [None] * n if prior_s is None else [float(p) for p in prior_s]
+    prior = [slow_prior(prior_s, w) for w in range(n)]
     cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
     head, tail = [0] * n, [0] * n
     left = np.array([len(c) for c in cut])  # micro-batches not yet claimed, per share
@@ -56,7 +62,8 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
     stealing = [False] * n
     out = Schedule(np.asarray(starts, np.float64).copy(), np.zeros(n, np.int64),
                    [[] for _ in range(n)], np.zeros(n))
-    ready = [(float(out.ends[w]), w) for w in range(n)]
+    start = np.asarray(starts, np.float64)
+    ready = [(float(start[w]), w) for w in range(n)]
     heapq.heapify(ready)
     while ready:
         t, w = heapq.heappop(ready)
@@ -86,12 +93,13 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
         owner = None
         if stealer:
             t += claim_s  # the look at the other shares
-            unclaimed = [np.array(cut[v][head[v]:len(cut[v]) - tail[v]]) if v != w
-                         else np.zeros(0, int) for v in range(n)]
-            finished = [owner_done(np.array(cut[v]), head[v] - len(reserve[v]))
-                        for v in range(n)]
-            owner = worth_taking(unclaimed, finished, sum(cut[w][i] for i in reserve[w]),
-                                 int(out.samples[w]))
+            others = [v for v in range(n) if v != w]
+            pick = worth_taking(
+                [np.array(cut[v][head[v]:len(cut[v]) - tail[v]]) for v in others],
+                [progress(np.array(cut[v]), head[v], kappa) for v in others], expected,
+                others, t - start[w], per[w] * sum(cut[w][i] for i in reserve[w]),
+                float(per[w]))
+            owner = None if pick is None else others[pick]
         if owner is not None:
             tail[owner] += 1
             left[owner] -= 1

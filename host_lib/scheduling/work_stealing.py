@@ -3,10 +3,10 @@
 Each worker's share of the global batch is cut into the same number of micro-batches, so that a
 micro-batch takes about the same time whoever owns it once the shares are balanced (a slow worker's
 share is small, and so are its micro-batches). The owner computes its own from the head; a worker
-that has finished its share takes micro-batches from the tail of the share whose owner is
-furthest behind, while that owner has more work left than the thief's own reserve (below) and
-more than one micro-batch (:func:`worth_taking`). A worker slowed down in this very iteration
-is thus helped before the iteration ends, which the history-based re-split
+that has finished its share takes micro-batches from the tail of the share of an owner that is
+behind what the plan expected of it, while that owner has more work left than the thief's own
+reserve (below) and more than one micro-batch (:func:`worth_taking`). A worker slowed down in
+this very iteration is thus helped before the iteration ends, which the history-based re-split
 (:mod:`host_lib.scheduling.policies.sa_atp`) cannot do: it only learns from iterations that are
 over.
 
@@ -56,8 +56,10 @@ _KEEP = 8  # iterations a counter stays in the store (every worker has long fini
 # and would start that one about when a thief could. Taking it only moves the end of the
 # iteration from one worker to another, at the cost of claims, so thieves leave it.
 WORTH_STEALING = 2
-# A thief takes from an owner only if that owner has computed at most 1 / BEHIND as fast as
-# the thief so far this iteration: taking from an owner about as fast only moves work around.
+# A thief takes from an owner only if that owner has computed at most 1 / BEHIND of what the
+# plan expected of it so far this iteration: taking from an owner on schedule only moves work
+# around. (And a worker whose last measured speed is BEHIND times the median's is a straggler
+# the plan knows of: slow_prior.)
 BEHIND = 1.5
 
 
@@ -79,42 +81,77 @@ def micro_batches(share: np.ndarray, pieces: int) -> list[np.ndarray]:
 
 def reserve_now(left: list[int], per_sample_s: float | None, keep_s: float) -> bool:
     """Whether an owner whose unclaimed own micro-batches have ``left`` samples each claims
-    them all now for its pass through DDP (module docstring). ``per_sample_s`` is its own
-    compute time per sample: as measured in this iteration, or before it has computed
-    anything as the plan last measured it (None: unknown)."""
+    them all now for its pass through DDP (module docstring): when the ones after the next
+    would take less than ``keep_s``, so that the pass lasts at least that long. ``per_sample_s``
+    is its own compute time per sample: as measured in this iteration, or before it has
+    computed anything the one :func:`slow_prior` gives it (None: unknown)."""
     if len(left) <= 1:
         return len(left) == 1
     if per_sample_s is None:
         return False
-    return per_sample_s * sum(left) <= keep_s
+    return per_sample_s * (sum(left) - left[0]) < keep_s
 
 
-def worth_taking(left: list[np.ndarray], done: list[float], reserved: int, computed: int
-                 ) -> int | None:
-    """Which share a thief takes its next micro-batch from, or None. ``left`` are the sizes of
-    every other share's unclaimed micro-batches, ``done`` the samples each owner has computed
-    of its own (:func:`owner_done`); the thief has computed ``computed`` samples and has
-    ``reserved`` still to compute. How much slower than the thief an owner has been
-    (``computed / done``) scales its unclaimed samples into the work it still has in the
-    thief's time: the thief takes from the owner with the most, if that owner has been at
-    least BEHIND times slower, has more such work than the thief's own reserve and one
-    micro-batch (an owner with less will be done before the thief is), and has WORTH_STEALING
-    micro-batches left."""
+def slow_prior(per_sample_s: tuple[float, ...] | None, rank: int) -> float | None:
+    """What a worker goes by before it has measured its speed in an iteration: its speed as
+    last measured (``per_sample_s``, the plan's), if that was at least BEHIND times the median
+    worker's, else None. A straggler whose whole share is short enough then reserves it at
+    once (a plain DDP step); any other worker computes a micro-batch first, so that it can
+    steal (only a worker that has computed some of its own steals)."""
+    if per_sample_s is None:
+        return None
+    mine = per_sample_s[rank]
+    return mine if mine >= BEHIND * float(np.median(per_sample_s)) else None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the plan expects of every worker's compute in an iteration: its time per sample
+    (``per_sample_s``, as last measured; None: unknown) and the step's fixed cost in samples
+    (``kappa``), which the first micro-batch a worker computes pays."""
+
+    per_sample_s: tuple[float, ...] | None = None
+    kappa: float = 0.0
+
+
+def worth_taking(left: list[np.ndarray], progress: list[float], expected: Expectation,
+                 owners: list[int], elapsed_s: float, reserved_s: float,
+                 per_sample_s: float) -> int | None:
+    """Which share a thief takes its next micro-batch from (an index into ``left``), or None.
+
+    ``left`` are the sizes of the unclaimed micro-batches of the shares of ``owners``,
+    ``progress`` the effective samples each owner has computed (:func:`progress`),
+    ``elapsed_s`` how long the iteration has run; the thief computes at ``per_sample_s`` and
+    has ``reserved_s`` of its own still to compute. An owner is *behind* when it has done
+    less than 1 / BEHIND of what the plan expected of it by now (it slowed down; one that is
+    slow as expected is not robbed: its share is already cut to its speed). The thief takes
+    from the behind owner whose unclaimed samples will take it longest (at its speed so far,
+    or the plan's if slower), if that is longer than the thief's own reserve and one more
+    micro-batch (an owner with less will be done before the thief is) and the share has
+    WORTH_STEALING micro-batches left."""
     best, pick = 0.0, None
-    for v, part in enumerate(left):
+    for i, part in enumerate(left):
         if len(part) < WORTH_STEALING:
             continue
-        pace = computed / done[v] if done[v] else np.inf
-        behind = float(part.sum()) * pace
-        if pace >= BEHIND and behind > reserved + part[-1] and behind > best:
-            best, pick = behind, v
+        planned = (per_sample_s if expected.per_sample_s is None
+                   else expected.per_sample_s[owners[i]])
+        if progress[i] * BEHIND * planned >= elapsed_s:
+            continue  # on schedule
+        rate = max(planned, elapsed_s / max(progress[i], 1e-9))
+        remaining = float(part.sum()) * rate
+        if remaining > reserved_s + part[-1] * per_sample_s and remaining > best:
+            best, pick = remaining, i
     return pick
 
 
-def owner_done(sizes: np.ndarray, head: int) -> float:
-    """The samples an owner that has claimed ``head`` micro-batches of ``sizes`` from the head
-    has computed, as far as the claims tell: those before the last, and half of the last."""
-    return float(sizes[:max(0, head - 1)].sum()) + (sizes[head - 1] / 2 if head else 0.0)
+def progress(sizes: np.ndarray, head: int, kappa: float) -> float:
+    """The effective samples an owner that has claimed ``head`` micro-batches of ``sizes`` from
+    the head has computed, as far as its claims tell: those it finished, half of the one it
+    is computing, and the step's fixed cost (``kappa``), which its first one pays."""
+    if not head:
+        return 0.0
+    first = kappa if head == 1 else 0.0  # the fixed cost is still being paid
+    return float(sizes[:head - 1].sum()) + kappa - first + (sizes[head - 1] + first) / 2
 
 
 class WorkStealing:
@@ -139,14 +176,16 @@ class WorkStealing:
         return divmod(value, _TAIL)
 
     def iteration(self, iteration: int, shares: list[np.ndarray], keep_s: float = 0.0,
-                  per_sample_s: Callable[[], float | None] = lambda: None
-                  ) -> Iterator[MicroBatch]:
+                  per_sample_s: Callable[[], float | None] = lambda: None,
+                  expected: Expectation = Expectation()) -> Iterator[MicroBatch]:
         """The micro-batches this rank computes in ``iteration`` (``shares``: every rank's
         samples, the same on every rank), in the order to compute them: its own from the head,
         then stolen ones, then its reserve (``reserved``), to be computed together in one pass
         through DDP. A claim is made when the next micro-batch is asked for, so compute each
-        before asking again; ``per_sample_s`` tells the reserve rule (:func:`reserve_now`) this
-        rank's compute time per sample so far in the iteration."""
+        before asking again; ``per_sample_s`` tells this rank's compute time per sample so far
+        in the iteration (for the reserve rule, :func:`reserve_now`, and to weigh others'
+        shares against its own, :func:`worth_taking`, with what the plan ``expected``)."""
+        started = time.perf_counter()
         cut = [micro_batches(share, self.pieces) for share in shares]
         self.claim_s = []
         if iteration >= _KEEP:
@@ -167,16 +206,18 @@ class WorkStealing:
                 break
             head = now
             yield MicroBatch(self.rank, head - 1, own[head - 1])
-        if head:  # only a worker that has paid its step's fixed cost steals
-            yield from self._steal(iteration, cut, sum(len(mb.samples) for mb in reserve),
-                                   sum(len(m) for m in own[:head]))
+        speed = per_sample_s()
+        if head and speed is not None:  # only a worker that paid its fixed cost steals
+            reserved_s = speed * sum(len(mb.samples) for mb in reserve)
+            yield from self._steal(iteration, cut, expected, started, reserved_s,
+                                   per_sample_s)
         yield from reserve
 
-    def _steal(self, iteration: int, cut: list[list[np.ndarray]], reserved: int,
-               computed: int) -> Iterator[MicroBatch]:
+    def _steal(self, iteration: int, cut: list[list[np.ndarray]], expected: Expectation,
+               started: float, reserved_s: float, per_sample_s: Callable[[], float | None]
+               ) -> Iterator[MicroBatch]:
         """Micro-batches from the tails of other shares, while one is worth taking
-        (:func:`worth_taking`) for a worker with ``reserved`` samples still to compute that
-        has computed ``computed``."""
+        (:func:`worth_taking`) for a worker with ``reserved_s`` of its own still to compute."""
         others = [w for w in range(self.world) if w != self.rank and cut[w]]
         keys = [self._key(iteration, w) for w in others]
         sizes = [np.array([len(m) for m in cut[w]]) for w in others]
@@ -188,14 +229,14 @@ class WorkStealing:
             claims = [divmod(c, _TAIL) for c in counters]
             left = [size[min(head, len(size)):max(head, len(size) - tail)]
                     for size, (tail, head) in zip(sizes, claims, strict=True)]
-            done = [owner_done(size, min(head, len(size)))
+            done = [progress(size, min(head, len(size)), expected.kappa)
                     for size, (_, head) in zip(sizes, claims, strict=True)]
-            pick = worth_taking(left, done, reserved, computed)
+            pick = worth_taking(left, done, expected, others, time.perf_counter() - started,
+                                reserved_s, per_sample_s() or 0.0)
             if pick is None:
                 return
             victim, n = others[pick], len(cut[others[pick]])
             tail, head = self._add(keys[pick], _TAIL)
             if head + tail <= n:
                 yield MicroBatch(victim, n - tail, cut[victim][n - tail])
-                computed += len(cut[victim][n - tail])
             counters = [int(v) for v in self.store.multi_get(keys)]

@@ -46,12 +46,14 @@ class IterationPlan:
     # Work-stealing policies (Policy.steals_work): whether this iteration's shares are computed
     # in micro-batches that finished workers may take over, how long the compute pass through
     # DDP that ends each worker's step should last at least so that its backward hides the
-    # gradient's communication, and each worker's compute time per sample as last measured,
-    # which it goes by until it has measured its own in this iteration
+    # gradient's communication, each worker's compute time per sample as last measured (what a
+    # straggler goes by until it has measured its own in this iteration, and what thieves
+    # expect of the owners they might take from), and the step's fixed cost in samples
     # (host_lib.scheduling.work_stealing).
     steal: bool = False
     keep_s: float = 0.0
     per_sample_s: tuple[float, ...] | None = None
+    kappa: float = 0.0
 
     @property
     def n_workers(self) -> int:

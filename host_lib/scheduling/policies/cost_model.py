@@ -50,7 +50,7 @@ class Choice:
     steal: bool
     keep_s: float
     predicted_s: dict[tuple[str, bool], float]  # the mean replayed time of every option
-    per_sample_s: tuple[float, ...] | None  # each worker's latest speed (None: unknown)
+    per_sample_s: tuple[float, ...] | None  # each worker's typical speed (None: unknown)
 
 
 class CostModel:
@@ -74,6 +74,7 @@ class CostModel:
         self.replayed: deque[dict[tuple[str, bool], float]] = deque(maxlen=window)
         self.stole: list[bool] = []  # per iteration so far, whether it was a stealing one
         self.speed: np.ndarray | None = None  # the latest iteration's speeds
+        self.speeds: deque[np.ndarray] = deque(maxlen=3)  # and the ones before
         self.kappa = 0.0  # the step's fixed cost in samples, as used last
         self.measured: float | None = None  # and as stealing last measured it
 
@@ -100,10 +101,10 @@ class CostModel:
             prior = self.speed
             self.speed = _speeds(history.compute_s[first], history.samples[first], kappa,
                                  self.speed)
+            self.speeds.append(self.speed)
             self.replayed.append({
                 (split, steal): self._compute(np.asarray(proposals[split]), self.speed,
-                                              self.speed if prior is None else prior, kappa,
-                                              steal, claim_s, keep_s)
+                                              prior, kappa, steal, claim_s, keep_s)
                 for split, steal in options})
             first += 1
         if not self.replayed:
@@ -125,7 +126,13 @@ class CostModel:
                     split[mode] = candidate
         steal = (steal_allowed and predicted[(split[True], True)]
                  < predicted[(split[False], False)] * (1 - self.tolerance))
-        return Choice(split[steal], steal, keep_s, predicted, tuple(self.speed.tolist()))
+        return Choice(split[steal], steal, keep_s, predicted,
+                      tuple(self.typical_speed().tolist()))
+
+    def typical_speed(self) -> np.ndarray | None:
+        """Each worker's time per effective sample, median of the last three iterations (one
+        slow step is not a slow worker); None before any."""
+        return np.median(np.stack(self.speeds), axis=0) if self.speeds else None
 
     def _compute(self, shares, speed, prior, kappa, steal, claim_s, keep_s) -> float:
         """Predicted compute makespan of ``shares`` at per-worker ``speed``."""
@@ -135,7 +142,7 @@ class CostModel:
         if plain <= _fluid_bound(shares.sum(), speed, kappa) * (1 + self.tolerance):
             return plain + (self.pieces + 2) * claim_s  # nothing to take; claims cost
         s = schedule(shares, self.pieces, speed * kappa, speed, np.zeros(len(shares)),
-                     claim_s, keep_s, prior)
+                     claim_s, keep_s, prior, kappa)
         return float(s.ends.max())
 
     def _tail(self, history: StepHistory, steal: bool) -> float | None:

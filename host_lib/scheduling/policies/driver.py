@@ -39,7 +39,12 @@ from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import IterationPlan, Policy
 from host_lib.scheduling.policies.exchange import StepTimeExchange
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
-from host_lib.scheduling.work_stealing import MicroBatch, WorkStealing
+from host_lib.scheduling.work_stealing import (
+    Expectation,
+    MicroBatch,
+    WorkStealing,
+    slow_prior,
+)
 
 
 @dataclass
@@ -107,15 +112,17 @@ class PolicyDriver:
         share's from the head, then other shares' from their tails, then its reserve for the
         pass through DDP (each is claimed when the next one is asked for; ``per_sample_s``
         says how fast this rank computes in this iteration so far, None before it has
-        computed anything, when the plan's last measurement stands in)."""
+        computed anything, when the plan's last measurement stands in for a straggler's:
+        :func:`~host_lib.scheduling.work_stealing.slow_prior`)."""
         self.stole = True
-        prior = None if plan.per_sample_s is None else plan.per_sample_s[self.rank]
+        prior = slow_prior(plan.per_sample_s, self.rank)
 
         def speed() -> float | None:
             measured = per_sample_s()
             return prior if measured is None else measured
 
-        return self.stealing.iteration(it, self._shares(it, plan), plan.keep_s, speed)
+        return self.stealing.iteration(it, self._shares(it, plan), plan.keep_s, speed,
+                                       Expectation(plan.per_sample_s, plan.kappa))
 
     def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
         """The samples this rank computes in a synchronous (DDP) step and how it takes part in

@@ -12,18 +12,21 @@
   a pass through DDP long enough for its backward to hide the gradient's communication.
 * **Compute help** (spare compute, across iterations): the global batch is re-split by BOA's
   planner (:mod:`host_lib.scheduling.policies.boa`): a step-time model ``t_i(b) = a_i b + c_i``
-  per worker, fitted online from the samples each worker computed (stolen micro-batches
-  included) and its compute time, and the min-max split of the global batch under it; or by the
-  same program with shares of 0 allowed, which gives a worker whose fixed cost alone outlasts the
-  others' step nothing to compute (it contributes zeros; every sample is still summed once, by
-  the others). A worker left without a share is given one again after 4, 8, ... 64 iterations,
-  to measure whether it recovered. Splitting the *global* batch keeps the gradient exactly the
-  sum over the global batch divided by its size.
+  per worker, fitted online by least squares from the samples each worker computed (stolen
+  micro-batches included) and its compute time, and the min-max split of the global batch under
+  it; or by the same program over the models the cost model measures (``t_i(b) = r_i (b +
+  kappa)``: each worker's typical time per effective sample and the fixed cost in samples that
+  stealing measures, robust where stealing moves a worker's samples by too little for a least
+  squares slope), with shares of 0 allowed, which gives a worker whose fixed cost alone outlasts
+  the others' step nothing to compute (it contributes zeros; every sample is still summed once,
+  by the others). A worker left without a share is given one again after 4, 8, ... 64
+  iterations, to measure whether it recovered. Splitting the *global* batch keeps the gradient
+  exactly the sum over the global batch divided by its size.
 
 **Deciding.** Every iteration the cost model (:mod:`host_lib.scheduling.policies.cost_model`)
-replays the recent iterations' measured speeds under each split (even, BOA's, BOA's with zero
-shares) with and without stealing and picks the fastest, the simplest on a tie: so SA-ATP is
-plain aggregation where no straggler slows it, BOA's split where a straggler persists, and
+replays the recent iterations' measured speeds under each split (even, BOA's, the measured
+models') with and without stealing and picks the fastest, the simplest on a tie: so SA-ATP is
+plain aggregation where no straggler slows it, a re-split where a straggler persists, and
 stealing where slowdowns come and go faster than a split can follow.
 
 The straggler detector drives takeover only: which workers may be called late and who helps.
@@ -37,10 +40,11 @@ from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory
 from host_lib.scheduling.policies.boa import Boa
 from host_lib.scheduling.policies.cost_model import Choice, CostModel
 from host_lib.scheduling.policies.detection import StragglerDetector
-from host_lib.scheduling.policies.minmax import min_max_split
+from host_lib.scheduling.policies.minmax import makespan, min_max_split
 
-SPLITS = ("even", "boa", "boa-zero")  # in order of preference on a tie
+SPLITS = ("even", "boa", "measured")  # in order of preference on a tie
 FIRST_TRIAL, LAST_TRIAL = 4, 64  # iterations a worker goes without a share before it gets one
+GUARD = 1.05  # how much longer than the measured models' split a chosen split may look
 
 
 class SaAtp(Policy):
@@ -56,6 +60,8 @@ class SaAtp(Policy):
         self.speed_window = speed_window
         self.balancer = Boa(n_workers, global_batch) if compute_help else None
         self.model = CostModel(SPLITS, micro_batches) if compute_help else None
+        self.planned: list[np.ndarray] = []  # the shares of every iteration planned so far
+        self.view = StepHistory(n_workers)  # the history as BOA's planner sees it
         self.unshared = np.full(n_workers, -1)  # iteration since which a worker has no share
         self.trial_after = np.full(n_workers, FIRST_TRIAL)
         self.name = ("sa-atp-takeover" if not compute_help else
@@ -66,7 +72,8 @@ class SaAtp(Policy):
         shares, choice, why = self._compute_help(iteration, history)
         everyone = (1 << self.n_workers) - 1
         stealing = {} if choice is None else {"steal": choice.steal, "keep_s": choice.keep_s,
-                                              "per_sample_s": choice.per_sample_s}
+                                              "per_sample_s": choice.per_sample_s,
+                                              "kappa": self.model.kappa}
         if not len(history):
             helpers = tuple(range(self.n_workers)) if self.takeover else ()
             return IterationPlan(iteration, shares, everyone, helpers=helpers, note=why,
@@ -91,24 +98,61 @@ class SaAtp(Policy):
         even = even_shares(self.global_batch, self.n_workers)
         if not self.compute_help:
             return even, None, "even shares"
-        boa = self.balancer.plan(iteration, history).shares
-        proposals = {"even": even, "boa": boa, "boa-zero": self._zero_shares(iteration, boa)}
         choice = self.model.choose(history, self._shape(), self.steals_work)
+        boa = self.balancer.plan(iteration, self._planned_view(history)).shares
+        proposals = {"even": even, "boa": boa, "measured": self._measured(iteration, boa)}
         self.model.record(proposals, choice.steal)
-        shares = proposals[choice.split]
+        split = self._guard(choice.split, proposals)
+        shares = proposals[split]
+        self.planned.append(np.asarray(shares))
         self._track_unshared(iteration, shares)
-        why = (f"{choice.split}{' with stealing' if choice.steal else ''}, keep "
+        why = (f"{split}{' with stealing' if choice.steal else ''}, keep "
                f"{choice.keep_s * 1e3:.1f} ms")
         return shares, choice, why
 
-    def _zero_shares(self, iteration: int, boa: tuple[int, ...]) -> tuple[int, ...]:
-        """BOA's program with shares of 0 allowed (module docstring); a worker due for a trial
-        keeps at least one sample."""
-        if self.balancer.models is None:
+    def _guard(self, split: str, proposals: dict[str, tuple[int, ...]]) -> str:
+        """The chosen split, unless its shares for this iteration would take GUARD longer than
+        the measured models' under the speeds the workers have now: the replay judges how
+        each split did, and a split that re-solves on a bad fit can propose much worse shares
+        than it ever did before."""
+        speed, kappa = self.model.typical_speed(), self.model.kappa
+        if speed is None:
+            return split
+        span = {name: makespan(speed, speed * kappa, shares)
+                for name, shares in proposals.items()}
+        return split if span[split] <= GUARD * span["measured"] else "measured"
+
+    def _planned_view(self, history: StepHistory) -> StepHistory:
+        """The history as BOA's planner sees it: a stealing iteration as if each worker had
+        computed its planned share at the speed it measured (``r (b + kappa)``), as a BOA job
+        would have; stealing moves a worker's samples by a micro-batch now and then, too little
+        for a least-squares slope and just enough to throw it (BOA borrows a pooled shape for
+        a worker whose samples never varied)."""
+        kappa = self.model.kappa
+        while len(self.view) < len(history):
+            k = len(self.view)
+            times, samples = history.compute_s[k], history.samples[k]
+            if self.model.stole[k]:
+                planned = self.planned[k]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    speed = np.where(samples > 0, times / (samples + kappa), np.nan)
+                known = (planned > 0) & np.isfinite(speed)
+                times = np.where(known, speed * (planned + kappa), 0.0)
+                samples = np.where(known, planned, 0)
+            self.view.add(times, samples)
+        return self.view
+
+    def _measured(self, iteration: int, boa: tuple[int, ...]) -> tuple[int, ...]:
+        """BOA's program over the models the cost model measures, shares of 0 allowed (module
+        docstring): per worker ``t(b) = r (b + kappa)``, r its typical time per effective
+        sample, kappa the fixed cost in samples; a worker due for a trial keeps at least one
+        sample. BOA's own split until the cost model has measured speeds."""
+        speed = self.model.typical_speed()
+        if speed is None:
             return boa
-        a, c = self.balancer.models
         trial = (self.unshared >= 0) & (iteration - self.unshared >= self.trial_after)
-        return min_max_split(a, c, self.global_batch, np.where(trial, 1, 0), self.global_batch)
+        return min_max_split(speed, speed * self.model.kappa, self.global_batch,
+                             np.where(trial, 1, 0), self.global_batch)
 
     def _track_unshared(self, iteration: int, shares: tuple[int, ...]) -> None:
         """Trial periods: a worker given a share on trial and left without one again waits
