@@ -100,6 +100,15 @@ def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[t
     return state.hook(bucket)
 
 
+def call_times(calls) -> dict[str, float]:
+    """What an iteration's allreduce calls took (COMM_FIELDS of the step exchange): in all, on
+    the switch's chunks and on the chunks summed on hosts (NaN without calls)."""
+    if not calls:
+        return {}
+    return {"busy_s": sum(c.elapsed_s for c in calls), "switch_s": sum(c.switch_s for c in calls),
+            "host_s": sum(c.host_s for c in calls)}
+
+
 def switch_hook_state(args, fallback: bool = True):
     """Aggregator, link and hook state for this rank's worker of the job. Without
     ``fallback`` the communicator has no gloo fallback: its per-call agreement is a collective
@@ -169,8 +178,7 @@ class Trainer:
                   else self.synchronous_step(it, plan, t0))
         end = time.perf_counter()
         calls = self.state.drain_stats() if self.switch else []
-        self.driver.communicated(end - result.comm_started,
-                                 busy_s=sum(c.elapsed_s for c in calls) if calls else math.nan)
+        self.driver.communicated(end - result.comm_started, **call_times(calls))
         record = {"it": it, "rank": self.rank, "iter_s": end - t0, "end": time.time(),
                   "compute_s": result.compute_s, "comm_s": end - result.comm_started,
                   "slowdown": self.schedule.factor(self.rank, it), "samples": result.samples,
@@ -188,6 +196,7 @@ class Trainer:
                           retransmissions=sum(c.retransmissions for c in calls),
                           takeovers=sum(c.takeovers for c in calls),
                           taken=sum(c.taken for c in calls),
+                          hosted=sum(c.host_chunks for c in calls),
                           helped=sum(c.helper_results for c in calls))
         return record
 

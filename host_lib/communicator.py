@@ -274,8 +274,18 @@ class SwitchCommunicator:
                                     fanin=plan.fanin, run=self.config.run,
                                     lanes=lanes if plan.contribute else None)
         rnd = Round(frames, self.next_chunk, plan)
+        hosted = plan.host_chunks(n)
+        if hosted:  # summed on hosts: each starts taken over by its helper (§7.3)
+            rnd.host[:hosted] = True
+            rnd.taken_by[:hosted] = np.asarray(plan.helpers)[chunks[:hosted] % len(plan.helpers)]
+            stats.host_chunks += hosted
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
+        started = time.monotonic()
         self.transport.run(rnd, stats)
+        for part, name in ((~rnd.host, "switch_s"), (rnd.host, "host_s")):
+            if part.any():
+                setattr(stats, name, getattr(stats, name)
+                        + float(np.nanmax(rnd.done_at[part])) - started)
         return rnd
 
     def _switch_int(self, call: _Call, stats: CallStats) -> np.ndarray:

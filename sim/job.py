@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from host_lib.scheduling.policies.base import IterationPlan, StepHistory
+from host_lib.scheduling.policies.base import COMM_FIELDS, IterationPlan, StepHistory
 from host_lib.scheduling.policies.registry import make_policy
 from host_lib.scheduling.stealing_model import schedule
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
@@ -89,6 +89,7 @@ class JobResult:
     staleness: list[float] = field(default_factory=list)  # per iteration, mean (as weighted)
     accuracy: list[tuple[float, float]] = field(default_factory=list)  # (time, test accuracy)
     taken: int = 0
+    hosted: int = 0
     fallback: int = 0
     retransmissions: int = 0
     start: float = 0.0
@@ -121,7 +122,7 @@ class Job:
         self.result = JobResult(start=start)
         self.free = np.full(self.n, start)  # when each worker has finished its last iteration
         self.published = np.full(self.n, start)  # when its last step time was published
-        self.previous_comm: tuple[np.ndarray, np.ndarray] | None = None  # comm_s, busy_s
+        self.previous_comm: tuple[np.ndarray, dict] | None = None  # comm_s, COMM_FIELDS
         # a gradient under way (delays_gradients): start, emulated compute time (reported),
         # extra delay, samples, iteration
         self.pending = np.full((5, self.n), np.nan)
@@ -219,6 +220,7 @@ class Job:
             outcome.delivered = np.maximum(outcome.delivered, self._link_floor(plan, sends,
                                                                                joined))
         self.result.taken += outcome.taken
+        self.result.hosted += outcome.hosted
         self.result.fallback += outcome.fallback
         self.result.retransmissions += outcome.retransmissions
         if outcome.summed is None:
@@ -261,12 +263,13 @@ class Job:
                          claim_s=np.full(self.n, self.spec.costs.claim_s if plan.steal
                                          else np.nan), fixed_s=fixed_s)
         if self.previous_comm is not None:
-            comm, busy = self.previous_comm
-            self.history.add_comm(comm, busy_s=busy)
+            comm, measured = self.previous_comm
+            self.history.add_comm(comm, **measured)
         # As the testbed's trainer measures it: from the end of this worker's compute (or the
         # delivery of its gradient) to the end of its iteration, the call's host costs included.
-        self.previous_comm = (end - compute_end,
-                              np.full(self.n, np.nan) if outcome.busy is None else outcome.busy)
+        self.previous_comm = (end - compute_end, {
+            name: getattr(outcome, name) for name in COMM_FIELDS
+            if getattr(outcome, name) is not None})
         weights = np.array(plan.weights()) * outcome.summed
         if self.training:
             summed = [grads[w] for w in np.flatnonzero(outcome.summed) if w in grads]

@@ -145,6 +145,7 @@ def run_case(case: Case, iterations: int, warmup: int, seeds: int = SEEDS) -> di
            "summed": round(float(np.mean([r.summed[warmup:] for r in first])), 4),
            "staleness": round(float(np.mean([r.staleness[warmup:] for r in first])), 4),
            "taken": sum(r.taken for r in first),
+           "hosted": sum(r.hosted for r in first),
            "fallback": sum(job.fallback for r in runs for job in r)}
     if case.jobs > 1:
         row["others_ms"] = round(float(np.mean(np.concatenate(steady[1:]))) * 1e3, 3)

@@ -138,10 +138,12 @@ def inputs(worker: int, call: int, n: int) -> np.ndarray:
 
 def straggling_calls(comm, arg):
     """Three calls; some workers start each one late (a straggler) or are slow to act on their
-    helper duty (a longer takeover timer than the others')."""
-    elements, delays, helpers, stragglers, takeover_after = arg
+    helper duty (a longer takeover timer than the others'); ``host_share`` of each call's
+    chunks may be summed on the helpers' hosts."""
+    elements, delays, helpers, stragglers, takeover_after, host_share = arg
     plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers),
-                     takeover_after=takeover_after.get(comm.config.worker, 0.01))
+                     takeover_after=takeover_after.get(comm.config.worker, 0.01),
+                     host_share=host_share)
     results, stats = [], []
     for call in range(3):
         time.sleep(delays.get(comm.config.worker, 0.0))
@@ -154,7 +156,7 @@ def straggling_calls(comm, arg):
 
 def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
                  stragglers=(3,), loss=0.0, impairment=None, takeover_after=None,
-                 **comm_options):
+                 host_share=0.0, **comm_options):
     delays = {3: 0.4} if delays is None else delays
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         if loss:
@@ -162,15 +164,22 @@ def run_takeover(tmp_path, n=4, elements=20_000, delays=None, helpers=(0, 1, 2),
             cluster.controller.set_loss(loss, direction="egress")
         results = cluster.run_workers(
             straggling_calls,
-            {1: [(elements, delays, helpers, stragglers, takeover_after or {})] * n},
+            {1: [(elements, delays, helpers, stragglers, takeover_after or {}, host_share)] * n},
             impairment=impairment, timeout=300, **comm_options)
+    stats = {w: results[(1, w)][1] for w in range(n)}
     reference = AllreduceReference(n)
     want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
+    floats = [np.sum([inputs(w, c, elements).astype(np.float64) for w in range(n)], axis=0)
+              for c in range(3)]
     for w in range(n):
         for c in range(3):
-            np.testing.assert_array_equal(results[(1, w)][0][c], want[c],
-                                          err_msg=f"worker {w}, call {c}")
-    return {w: results[(1, w)][1] for w in range(n)}
+            got = results[(1, w)][0][c]
+            if stats[w][c].fallback is None:
+                np.testing.assert_array_equal(got, want[c], err_msg=f"worker {w}, call {c}")
+            else:  # gloo's float32 sum of the raw inputs, the same on every worker
+                np.testing.assert_allclose(got, floats[c], rtol=1e-6, atol=1e-6)
+                np.testing.assert_array_equal(got, results[(1, 0)][0][c])
+    return stats
 
 
 @pytest.mark.parametrize("loss", [0.0, 0.01, 0.05])
@@ -210,6 +219,32 @@ def test_an_undetected_straggler_among_the_helpers(tmp_path):
     designated helper is the straggler itself are taken by the next helper."""
     stats = run_takeover(tmp_path, helpers=(0, 1, 2, 3), stragglers=())
     assert sum(s.takeovers for w in (0, 1, 2) for s in stats[w]) > 0
+
+
+@pytest.mark.parametrize("loss,impairment", [(0.0, None), (0.01, None), (0.05, None),
+                                             (0.0, {"duplicate": 0.1, "reorder": 0.1,
+                                                    "seed": 3})],
+                         ids=["clean", "1%", "5%", "duplicated-reordered"])
+def test_chunks_summed_on_hosts_are_exact(tmp_path, loss, impairment):
+    """Three quarters of each call's chunks summed on the helpers' hosts (docs/protocol.md
+    §7.3), a straggler late to every call, loss on the switch's ports, or every link
+    duplicating and reordering: every worker gets the exact sum, the helpers summed chunks and
+    the straggler sent its contributions straight to them."""
+    stats = run_takeover(tmp_path, loss=loss, impairment=impairment, host_share=0.75)
+    hosted = {w: sum(s.host_chunks for s in stats[w]) for w in stats}
+    assert len(set(hosted.values())) == 1 and hosted[0] == 3 * int(0.75 * 313)
+    assert sum(s.helper_results for w in (0, 1, 2) for s in stats[w]) >= hosted[0]
+    assert sum(s.helper_data for s in stats[3]) >= hosted[0]
+    assert all(s.fallback is None for w in stats for s in stats[w])
+
+
+def test_a_helper_whose_link_dies_leaves_exact_sums_through_the_fallback(tmp_path):
+    """Worker 1, a helper of chunks summed on hosts, loses every frame from the first call on:
+    no chunk it helps with completes, and every worker completes every call through the gloo
+    fallback instead, with the exact sum."""
+    stats = run_takeover(tmp_path, host_share=0.5, delays={}, impairment={1: {"drop": 1.0}},
+                         distributed=True, silence_timeout=2.0, stall_timeout=4.0)
+    assert all(s.fallback is not None for w in stats for s in stats[w])
 
 
 @pytest.mark.parametrize("seed", range(5))

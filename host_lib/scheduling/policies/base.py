@@ -54,6 +54,8 @@ class IterationPlan:
     keep_s: float = 0.0
     per_sample_s: tuple[float, ...] | None = None
     kappa: float = 0.0
+    # The share of each call's chunks the helpers sum on their hosts (RoundPlan.host_share)
+    host_share: float = 0.0
 
     @property
     def n_workers(self) -> int:
@@ -76,7 +78,8 @@ class IterationPlan:
         """How ``worker``'s transport takes part in this iteration's allreduce calls."""
         return RoundPlan(contribute=self.contributes(worker), fanin=self.fanin,
                          helpers=self.helpers, stragglers=self.stragglers,
-                         expected=self.contributors, takeover_after=self.takeover_after)
+                         expected=self.contributors, takeover_after=self.takeover_after,
+                         host_share=self.host_share)
 
 
 def even_shares(total: int, workers: int) -> tuple[int, ...]:
@@ -94,8 +97,9 @@ STEP_FIELDS = ("pass_s", "lead_s", "claim_s", "fixed_s")
 # Measured one iteration later, with the communication time: per worker, how long its
 # allreduce calls took together (a call waits for the peers' contributions too, except the
 # one of the worker whose buckets come last: its calls take what the gradient's communication
-# does).
-COMM_FIELDS = ("busy_s",)
+# does), and how long of that until the last result of a chunk the switch summed and of one
+# the helpers summed on their hosts (CallStats.switch_s, host_s).
+COMM_FIELDS = ("busy_s", "switch_s", "host_s")
 
 
 @dataclass

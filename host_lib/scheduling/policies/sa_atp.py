@@ -4,7 +4,9 @@
   the helpers; when a chunk has waited longer than normal jitter explains and only stragglers are
   missing, its helper takes the slot over through the switch, so the leading workers keep streaming
   (host_lib.engine.transport, host_lib.engine.takeover). This needs no forecast, so it also covers a
-  transient straggler within the iteration it appears in.
+  transient straggler within the iteration it appears in. The helpers also sum on their hosts the
+  part of each call the switch's aggregators cannot keep up with
+  (:mod:`host_lib.scheduling.policies.host_share`).
 * **Work stealing** (spare compute, within the iteration): shares are computed in
   micro-batches, and a worker that has finished its own takes micro-batches from the tail of a
   lagging worker's share (host_lib.scheduling.work_stealing), so a worker that slows down is helped
@@ -40,6 +42,7 @@ from host_lib.scheduling.policies.base import IterationPlan, Policy, StepHistory
 from host_lib.scheduling.policies.boa import Boa
 from host_lib.scheduling.policies.cost_model import Choice, CostModel
 from host_lib.scheduling.policies.detection import StragglerDetector
+from host_lib.scheduling.policies.host_share import HostShare
 from host_lib.scheduling.policies.minmax import makespan, min_max_split
 
 SPLITS = ("even", "boa", "measured")  # in order of preference on a tie
@@ -60,6 +63,7 @@ class SaAtp(Policy):
         self.speed_window = speed_window
         self.balancer = Boa(n_workers, global_batch) if compute_help else None
         self.model = CostModel(SPLITS, micro_batches) if compute_help else None
+        self.hosts = HostShare() if takeover else None  # what the helpers sum on their hosts
         self.planned: list[np.ndarray] = []  # the shares of every iteration planned so far
         self.view = StepHistory(n_workers)  # the history as BOA's planner sees it
         self.unshared = np.full(n_workers, -1)  # iteration since which a worker has no share
@@ -74,10 +78,11 @@ class SaAtp(Policy):
         stealing = {} if choice is None else {"steal": choice.steal, "keep_s": choice.keep_s,
                                               "per_sample_s": choice.per_sample_s,
                                               "kappa": self.model.kappa}
+        host_share = self.hosts.plan(iteration, history) if self.hosts else 0.0
         if not len(history):
             helpers = tuple(range(self.n_workers)) if self.takeover else ()
             return IterationPlan(iteration, shares, everyone, helpers=helpers, note=why,
-                                 **stealing)
+                                 host_share=host_share, **stealing)
         det = self.detector.assess(history)
         helpers = ()
         after = 0.0
@@ -89,8 +94,11 @@ class SaAtp(Policy):
                           + np.median(predicted) * (np.exp(det.threshold) - 1))
         note = (f"{why}; stragglers {sorted(det.flagged)} (persistent {sorted(det.persistent)}), "
                 f"slowness {np.round(det.slowness, 2).tolist()}")
+        if host_share:
+            note += f"; helpers sum {host_share:.0%} of each call on their hosts"
         return IterationPlan(iteration, shares, everyone, helpers=helpers,
-                             stragglers=det.flagged, takeover_after=after, note=note, **stealing)
+                             stragglers=det.flagged, takeover_after=after, note=note,
+                             host_share=host_share, **stealing)
 
     def _compute_help(self, iteration: int, history: StepHistory
                       ) -> tuple[tuple[int, ...], Choice | None, str]:
