@@ -17,8 +17,9 @@ workers' own cores): so the calls must also take less time in all (``busy_s``) t
 with no share, by GAIN at least, or the share drops to 0; as it does under FLOOR, not worth the
 helpers' work. From 0, nothing measures the hosts' pace, so the share is *probed*: set to PROBE
 for an iteration, now and then (after 2 iterations, then twice as long after each probe that fell
-back to 0, at most LONGEST_WAIT), so a switch that sums everything in time costs an iteration's
-probe rarely; one that cannot keeps a share from the first probe on.
+back to 0, at most LONGEST_WAIT, and from 2 again once a share lasted LASTING iterations), so a
+switch that sums everything in time costs an iteration's probe rarely; one that cannot keeps a
+share from the first probe on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ FLOOR = 1 / 64
 CEILING = 0.95  # the switch keeps some: its part costs the links least
 GAIN = 0.02
 FIRST_WAIT, LONGEST_WAIT = 2, 256
+LASTING = 8  # iterations a share must last for the probes' wait to start over
 
 
 class HostShare:
@@ -62,8 +64,8 @@ class HostShare:
                     self.share = 0.0
                     self.probe_at = iteration + self.wait
                     self.wait = min(2 * self.wait, LONGEST_WAIT)
-                else:
-                    self.wait = FIRST_WAIT
+                elif self.used[-LASTING:].count(0.0) == 0 and len(self.used) >= LASTING:
+                    self.wait = FIRST_WAIT  # a share that lasts: probe eagerly again later
         elif not self.share and iteration >= self.probe_at:
             self.share = PROBE
             self.probe_at = iteration + 1  # measured before it probes again
