@@ -36,7 +36,7 @@ def drive(switch_chunk_s: float, host_chunk_s: float, iterations: int,
             call = sum(parts) if shared else max(parts)
             if shared:
                 parts = [call, call if used else 0.0]
-            history.add_comm(np.full(N, 0.01), busy_s=np.full(N, call),
+            history.add_comm(np.full(N, call), busy_s=np.full(N, call),
                              switch_s=np.full(N, parts[0]), host_s=np.full(N, parts[1]))
     return shares
 

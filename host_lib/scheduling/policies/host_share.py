@@ -13,8 +13,10 @@ result of the switch's part (``switch_s``) and of the hosts' part (``host_s``). 
 (its share over its time) says how much each would sum in the same time, and the share moves
 halfway to the one that ends both parts together. That assumes the parts do not slow each other
 down, as they do where the hosts' traffic passes the same bottleneck (a software switch on the
-workers' own cores): so the calls must also take less time in all (``busy_s``) than they did
-with no share, by GAIN at least, or the share drops to 0; as it does under FLOOR, not worth the
+workers' own cores): so the iteration must also wait less for its communication (the time the
+last worker to finish computing spends after it) than it did with no share (the median of the
+last BASELINE such iterations), by GAIN at least, or the share drops to 0; as it does under
+FLOOR, not worth the
 helpers' work. From 0, nothing measures the hosts' pace, so the share is *probed*: set to PROBE
 for an iteration, now and then (after 2 iterations, then twice as long after each probe that fell
 back to 0, at most LONGEST_WAIT, and from 2 again once a share lasted LASTING iterations), so a
@@ -32,8 +34,9 @@ PROBE = 1 / 32
 FLOOR = 1 / 64
 CEILING = 0.95  # the switch keeps some: its part costs the links least
 GAIN = 0.02
-FIRST_WAIT, LONGEST_WAIT = 2, 256
+FIRST_WAIT, LONGEST_WAIT = 2, 32
 LASTING = 8  # iterations a share must last for the probes' wait to start over
+BASELINE = 5  # the calls' time with no share is the median of this many measurements
 
 
 class HostShare:
@@ -42,15 +45,17 @@ class HostShare:
         self.share = 0.0
         self.wait = FIRST_WAIT
         self.probe_at = 1  # the first iteration that may probe (the first has no history)
-        self.alone_s: float | None = None  # the calls' time with no share, as last measured
+        self.alone_s: list[float] = []  # the calls' time with no share, recent measurements
 
     def plan(self, iteration: int, history: StepHistory) -> float:
         """The share for ``iteration``; ``history`` has the communication of the iterations
         before it, one iteration late."""
         measured = len(history.comm_s) - 1  # the latest iteration whose parts are known
-        busy_s = _median(history.series("busy_s", 1))
-        if 0 <= measured < len(self.used) and not self.used[measured] and busy_s:
-            self.alone_s = busy_s
+        # what of its communication the iteration waited for: the last worker to finish
+        # computing waits for nobody
+        tail_s = float(np.nanmin(history.comm_s[-1])) if history.comm_s else 0.0
+        if 0 <= measured < len(self.used) and not self.used[measured] and tail_s:
+            self.alone_s = self.alone_s[-(BASELINE - 1):] + [tail_s]
         if 0 <= measured < len(self.used) and self.used[measured] > 0:
             share = self.used[measured]
             switch_s = _median(history.series("switch_s", 1))
@@ -59,7 +64,7 @@ class HostShare:
                 switch_pace, host_pace = (1 - share) / switch_s, share / host_s
                 target = host_pace / (switch_pace + host_pace)
                 self.share = min(CEILING, (share + target) / 2)
-                slower = self.alone_s is not None and busy_s > (1 - GAIN) * self.alone_s
+                slower = bool(self.alone_s) and tail_s > (1 - GAIN) * np.median(self.alone_s)
                 if self.share < FLOOR or slower:  # no faster: back to the switch alone
                     self.share = 0.0
                     self.probe_at = iteration + self.wait
