@@ -14,9 +14,12 @@ its own:
         loss.backward()                          # the comm hook aggregates with the plan
         driver.observe(it, flat_gradient)
 
-Policies that steal work (``steals_work``, SA-ATP) compute the share in micro-batches from
-:meth:`PolicyDriver.micro_batches` instead, accumulating gradients without synchronising, and
-let the comm hook run once they are done (experiments/train.py).
+Policies that steal work (``steals_work``, SA-ATP) compute the share, in the iterations whose
+plan says ``steal``, in micro-batches from :meth:`PolicyDriver.micro_batches` instead,
+accumulating gradients without synchronising, and end with their reserved micro-batches in one
+pass through DDP, whose backward runs the comm hook (experiments/train.py). The training loop
+reports what the cost models read with the step time: how long its pass through DDP took and
+how long of it the first bucket was already on its way (:meth:`PolicyDriver.computed`).
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
@@ -27,7 +30,7 @@ makes the rank a contributor; :meth:`PolicyDriver.reduce` aggregates it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,7 +39,12 @@ from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import IterationPlan, Policy
 from host_lib.scheduling.policies.exchange import StepTimeExchange
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
-from host_lib.scheduling.work_stealing import MicroBatch, WorkStealing
+from host_lib.scheduling.work_stealing import (
+    Expectation,
+    MicroBatch,
+    WorkStealing,
+    slow_prior,
+)
 
 
 @dataclass
@@ -72,6 +80,8 @@ class PolicyDriver:
         self.exchange = StepTimeExchange(store, rank, world, job)
         self.pending: PendingGradient | None = None
         self.comm_s = math.nan  # this rank's communication time of the previous iteration
+        self.comm_measured: dict[str, float] = {}  # and its COMM_FIELDS
+        self.stole = False  # whether the current iteration's compute went through claims
 
     @property
     def through_switch(self) -> bool:
@@ -82,6 +92,7 @@ class PolicyDriver:
         iterations before it, where the policy uses them)."""
         history = (self.exchange.collect(it - 1) if self.policy.uses_history
                    else self.exchange.history)
+        self.stole = False
         return self.policy.plan(it, history)
 
     def samples(self, it: int, plan: IterationPlan) -> np.ndarray:
@@ -94,11 +105,24 @@ class PolicyDriver:
         batch = self.sampler.batch(it)[:sum(plan.shares)]
         return split(batch, list(plan.shares))
 
-    def micro_batches(self, it: int, plan: IterationPlan) -> Iterator[MicroBatch]:
-        """The micro-batches this rank computes in ``it`` under a work-stealing policy: its
-        own share's from the head, then other shares' from their tails (each is claimed when
-        the next one is asked for)."""
-        return self.stealing.iteration(it, self._shares(it, plan))
+    def micro_batches(self, it: int, plan: IterationPlan,
+                      per_sample_s: Callable[[], float | None] = lambda: None
+                      ) -> Iterator[MicroBatch]:
+        """The micro-batches this rank computes in ``it`` under a work-stealing plan: its own
+        share's from the head, then other shares' from their tails, then its reserve for the
+        pass through DDP (each is claimed when the next one is asked for; ``per_sample_s``
+        says how fast this rank computes in this iteration so far, None before it has
+        computed anything, when the plan's last measurement stands in for a straggler's:
+        :func:`~host_lib.scheduling.work_stealing.slow_prior`)."""
+        self.stole = True
+        prior = slow_prior(plan.per_sample_s, self.rank)
+
+        def speed() -> float | None:
+            measured = per_sample_s()
+            return prior if measured is None else measured
+
+        return self.stealing.iteration(it, self._shares(it, plan), plan.keep_s, speed,
+                                       Expectation(plan.per_sample_s, plan.kappa))
 
     def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
         """The samples this rank computes in a synchronous (DDP) step and how it takes part in
@@ -119,15 +143,22 @@ class PolicyDriver:
                 and plan.contributes(self.rank)
                 and self.exchange.finished(it) >= (plan.fanin or self.world))
 
-    def computed(self, it: int, compute_s: float, samples: int) -> None:
+    def computed(self, it: int, compute_s: float, samples: int, pass_s: float = math.nan,
+                 lead_s: float = math.nan, fixed_s: float = math.nan) -> None:
         """Publish this rank's compute time of ``it`` (as soon as its compute ends, before its
-        gradient is communicated)."""
-        self.exchange.publish(it, compute_s, samples, self.comm_s)
+        gradient is communicated), with how long its pass through DDP took (``pass_s``), for
+        how long of it its first bucket was already on its way (``lead_s``) and, when it
+        computed micro-batches, the step's fixed cost as they showed it (``fixed_s``)."""
+        claims = self.stealing.claim_s if self.stole else []
+        measured = {"pass_s": pass_s, "lead_s": lead_s, "fixed_s": fixed_s,
+                    "claim_s": float(np.mean(claims)) if claims else math.nan}
+        self.exchange.publish(it, compute_s, samples, self.comm_s, measured,
+                              self.comm_measured)
 
-    def communicated(self, comm_s: float) -> None:
-        """This rank's communication time of the iteration that just ended (published with the
-        next iteration's step time)."""
-        self.comm_s = comm_s
+    def communicated(self, comm_s: float, **measured: float) -> None:
+        """This rank's communication time of the iteration that just ended, and its other
+        COMM_FIELDS (published with the next iteration's step time)."""
+        self.comm_s, self.comm_measured = comm_s, measured
 
     def observe(self, it: int, update: np.ndarray) -> None:
         """The aggregate of ``it`` (the same on every rank), before the next plan."""

@@ -5,8 +5,9 @@ ends (before its gradients are communicated), and, before planning iteration i, 
 worker's record of iteration i - 1. A worker that contributed to i - 1 necessarily published
 before the aggregation of i - 1 could complete, and a worker that sat i - 1 out publishes at its
 start, so collecting almost never waits. A record also carries the worker's communication time
-of the iteration before it (known only once that iteration ended). Old keys are deleted as they
-go out of use.
+of the iteration before it (known only once that iteration ended), and the other measurements
+the cost models read (``STEP_FIELDS`` of the iteration, ``COMM_FIELDS`` of the one before). Old
+keys are deleted as they go out of use.
 
 A counter per iteration says how many workers have finished computing it, so that a worker that
 is late can tell whether the switch will still want its contribution (k-of-n).
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from host_lib.scheduling.policies.base import StepHistory
+from host_lib.scheduling.policies.base import COMM_FIELDS, STEP_FIELDS, StepHistory
 
 _PREFIX = "sa-atp/steps"
 _KEEP = 8  # iterations a record stays in the store (every worker has long collected it)
@@ -37,11 +38,17 @@ class StepTimeExchange:
         return f"{self.prefix}/{iteration}/finished"
 
     def publish(self, iteration: int, compute_s: float, samples: int,
-                previous_comm_s: float = math.nan) -> None:
+                previous_comm_s: float = math.nan, measured: dict[str, float] | None = None,
+                previous: dict[str, float] | None = None) -> None:
         """This worker's record of ``iteration``, with its communication time of the previous
-        iteration."""
+        iteration; ``measured`` has its STEP_FIELDS of this iteration, ``previous`` its
+        COMM_FIELDS of the previous one (missing ones are NaN)."""
+        measured, previous = measured or {}, previous or {}
+        fields = ([measured.get(name, math.nan) for name in STEP_FIELDS]
+                  + [previous.get(name, math.nan) for name in COMM_FIELDS])
         self.store.set(self._key(iteration, self.rank),
-                       f"{compute_s!r} {samples} {previous_comm_s!r}")
+                       " ".join([repr(float(compute_s)), str(samples), repr(float(previous_comm_s)),
+                                 *(repr(float(v)) for v in fields)]))
         self.store.add(self._finished_key(iteration), 1)
         if iteration >= _KEEP:
             self.store.delete_key(self._key(iteration - _KEEP, self.rank))
@@ -59,7 +66,12 @@ class StepTimeExchange:
             it = len(self.history)
             keys = [self._key(it, r) for r in range(self.world)]
             values = [v.decode().split() for v in self.store.multi_get(keys)]
-            self.history.add([float(v[0]) for v in values], [int(v[1]) for v in values])
+            column = [[float(x) for x in v[3:]] for v in values]
+            steps = {name: [c[i] for c in column] for i, name in enumerate(STEP_FIELDS)}
+            comms = {name: [c[len(STEP_FIELDS) + i] for c in column]
+                     for i, name in enumerate(COMM_FIELDS)}
+            self.history.add([float(v[0]) for v in values], [int(v[1]) for v in values],
+                             **steps)
             if it:
-                self.history.add_comm([float(v[2]) for v in values])
+                self.history.add_comm([float(v[2]) for v in values], **comms)
         return self.history
