@@ -187,7 +187,9 @@ class Policy(ABC):
 
     @abstractmethod
     def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
-        """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1."""
+        """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1. A
+        policy that ``uses_history`` must read nothing else: the driver plans it while the
+        gradient of ``iteration - 1`` is still being aggregated, before :meth:`observe`."""
 
     def observe(self, iteration: int, update: np.ndarray) -> None:
         """The aggregated gradient of ``iteration`` (the same on every worker), before the

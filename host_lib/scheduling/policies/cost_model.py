@@ -198,15 +198,15 @@ def measured_kappa(history: StepHistory, k: int) -> float | None:
 
 def _fluid_bound(total: int, speed: np.ndarray, kappa: float) -> float:
     """The least makespan any division of ``total`` samples could have, each worker paying its
-    fixed cost ``speed * kappa`` once: the T with sum_i max(0, T / speed_i - kappa) = total."""
-    lo, hi = 0.0, float(np.max(speed * (total + kappa)))
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if np.maximum(0.0, mid / speed - kappa).sum() >= total:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    fixed cost ``speed * kappa`` once: the T with sum_i max(0, T / speed_i - kappa) = total.
+    With the workers in order of their fixed cost, the first k take part, k the least for which
+    T = (total + k kappa) / sum_{i<k} 1/speed_i is no later than the next one's fixed cost."""
+    order = np.argsort(speed, kind="stable")
+    fixed, inverse = speed[order] * kappa, np.cumsum(1.0 / speed[order])
+    k = np.arange(1, len(speed) + 1)
+    t = (total + k * kappa) / inverse
+    nxt = np.append(fixed[1:], np.inf)
+    return float(t[np.flatnonzero(t <= nxt)[0]])
 
 
 def _recent_median(values: np.ndarray) -> float | None:

@@ -21,6 +21,15 @@ pass through DDP, whose backward runs the comm hook (experiments/train.py). The 
 reports what the cost models read with the step time: how long its pass through DDP took and
 how long of it the first bucket was already on its way (:meth:`PolicyDriver.computed`).
 
+A policy that plans from the history (``uses_history``) plans on one rank, the planner, which
+publishes each plan for the others (:mod:`host_lib.scheduling.policies.exchange`). Every rank
+asks for the next iteration's plan as soon as it has published its step time, on a thread of its
+own: waiting for the peers' step times, planning and fetching the plan then overlap the
+gradient's communication instead of delaying the next iteration's compute (SA-ATP's cost model
+replays several splits each iteration; on the 2-core testbed, every rank planning between
+iterations cost it 6-8 ms of a 47 ms iteration). Such a policy's plan reads nothing but the
+history (:meth:`Policy.plan`).
+
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
 :meth:`PolicyDriver.deliver` releases it (scaled by the plan's staleness discount) when the plan
@@ -30,6 +39,7 @@ makes the rank a contributor; :meth:`PolicyDriver.reduce` aggregates it.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -37,7 +47,7 @@ import numpy as np
 
 from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import IterationPlan, Policy
-from host_lib.scheduling.policies.exchange import StepTimeExchange
+from host_lib.scheduling.policies.exchange import PLANNER, StepTimeExchange
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
 from host_lib.scheduling.work_stealing import (
     Expectation,
@@ -45,6 +55,34 @@ from host_lib.scheduling.work_stealing import (
     WorkStealing,
     slow_prior,
 )
+
+
+class PlanAhead:
+    """One iteration's plan, computed on a daemon thread (one still waiting for a peer's step
+    time must not keep the process alive); :meth:`result` waits for it and raises what it
+    raised."""
+
+    def __init__(self, iteration: int, compute: Callable[[], IterationPlan]):
+        self.iteration = iteration
+        self._done = threading.Event()
+        self._plan: IterationPlan | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(compute,), daemon=True,
+                         name=f"plan-{iteration}").start()
+
+    def _run(self, compute: Callable[[], IterationPlan]) -> None:
+        try:
+            self._plan = compute()
+        except BaseException as e:  # noqa: BLE001 - re-raised by result()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def result(self) -> IterationPlan:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._plan
 
 
 @dataclass
@@ -82,6 +120,7 @@ class PolicyDriver:
         self.comm_s = math.nan  # this rank's communication time of the previous iteration
         self.comm_measured: dict[str, float] = {}  # and its COMM_FIELDS
         self.stole = False  # whether the current iteration's compute went through claims
+        self.ahead: PlanAhead | None = None  # the next iteration's plan, under way
 
     @property
     def through_switch(self) -> bool:
@@ -89,11 +128,22 @@ class PolicyDriver:
 
     def plan(self, it: int) -> IterationPlan:
         """The iteration's plan, identical on every rank (from every rank's step times of the
-        iterations before it, where the policy uses them)."""
-        history = (self.exchange.collect(it - 1) if self.policy.uses_history
-                   else self.exchange.history)
+        iterations before it, where the policy uses them): the one computed ahead, if any."""
+        ahead, self.ahead = self.ahead, None
+        plan = ahead.result() if ahead is not None else None  # joined: one collect at a time
+        if plan is None or ahead.iteration != it:
+            plan = self._plan(it)
         self.stole = False
-        return self.policy.plan(it, history)
+        return plan
+
+    def _plan(self, it: int) -> IterationPlan:
+        if not self.policy.uses_history:
+            return self.policy.plan(it, self.exchange.history)
+        if self.rank != PLANNER:
+            return self.exchange.shared_plan(it)
+        plan = self.policy.plan(it, self.exchange.collect(it - 1))
+        self.exchange.share_plan(plan)
+        return plan
 
     def samples(self, it: int, plan: IterationPlan) -> np.ndarray:
         """This rank's share of the iteration's global batch. Shares may add up to less than
@@ -154,6 +204,8 @@ class PolicyDriver:
                     "claim_s": float(np.mean(claims)) if claims else math.nan}
         self.exchange.publish(it, compute_s, samples, self.comm_s, measured,
                               self.comm_measured)
+        if self.policy.uses_history:
+            self.ahead = PlanAhead(it + 1, lambda: self._plan(it + 1))
 
     def communicated(self, comm_s: float, **measured: float) -> None:
         """This rank's communication time of the iteration that just ended, and its other

@@ -13,15 +13,15 @@ result of the switch's part (``switch_s``) and of the hosts' part (``host_s``). 
 (its share over its time) says how much each would sum in the same time, and the share moves
 halfway to the one that ends both parts together. That assumes the parts do not slow each other
 down, as they do where the hosts' traffic passes the same bottleneck (a software switch on the
-workers' own cores): so the iteration must also wait less for its communication (the time the
-last worker to finish computing spends after it) than it did with no share (the median of the
-last BASELINE such iterations), by GAIN at least, or the share drops to 0; as it does under
-FLOOR, not worth the
-helpers' work. From 0, nothing measures the hosts' pace, so the share is *probed*: set to PROBE
-for an iteration, now and then (after 2 iterations, then twice as long after each probe that fell
-back to 0, at most LONGEST_WAIT, and from 2 again once a share lasted LASTING iterations), so a
-switch that sums everything in time costs an iteration's probe rarely; one that cannot keeps a
-share from the first probe on.
+workers' own cores). So a share is *tried*, and judged by what the iteration waits for its
+communication (the time the last worker to finish computing spends after it; median of the last
+TRIAL) against the same with no share (median of the last BASELINE iterations without one, the
+first iteration, which warms up, left out). It falls back to 0 as soon as it is no better than
+none, or once it has TRIAL measurements and saves less than GAIN, or under FLOOR (not worth the
+helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is tried now and then: after FIRST_WAIT iterations, then twice as long after each
+trial that fell back to 0, at most LONGEST_WAIT, and from FIRST_WAIT again once a share passed
+its trial. A switch that sums everything in time thus costs a trial rarely; one that cannot
+keeps a share from the first trial on.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ PROBE = 1 / 32
 FLOOR = 1 / 64
 CEILING = 0.95  # the switch keeps some: its part costs the links least
 GAIN = 0.02
-FIRST_WAIT, LONGEST_WAIT = 2, 32
-LASTING = 8  # iterations a share must last for the probes' wait to start over
+TRIAL = 4  # iterations a share is measured before it is judged
+FIRST_WAIT, LONGEST_WAIT = 2, 64
 BASELINE = 5  # the calls' time with no share is the median of this many measurements
+MIN_BASELINE = 3  # and no share is tried before there are this many
 
 
 class HostShare:
@@ -44,40 +45,53 @@ class HostShare:
         self.used: list[float] = []  # the share each iteration planned so far used
         self.share = 0.0
         self.wait = FIRST_WAIT
-        self.probe_at = 1  # the first iteration that may probe (the first has no history)
-        self.alone_s: list[float] = []  # the calls' time with no share, recent measurements
+        self.probe_at = 0  # the first iteration that may try a share
+        self.alone_s: list[float] = []  # what iterations with no share waited, recent ones
+        self.shared_s: list[float] = []  # and those of the share being tried, since it started
 
     def plan(self, iteration: int, history: StepHistory) -> float:
         """The share for ``iteration``; ``history`` has the communication of the iterations
         before it, one iteration late."""
         measured = len(history.comm_s) - 1  # the latest iteration whose parts are known
-        # what of its communication the iteration waited for: the last worker to finish
-        # computing waits for nobody
-        tail_s = float(np.nanmin(history.comm_s[-1])) if history.comm_s else 0.0
-        if 0 <= measured < len(self.used) and not self.used[measured] and tail_s:
-            self.alone_s = self.alone_s[-(BASELINE - 1):] + [tail_s]
-        if 0 <= measured < len(self.used) and self.used[measured] > 0:
-            share = self.used[measured]
-            switch_s = _median(history.series("switch_s", 1))
-            host_s = _median(history.series("host_s", 1))
-            if switch_s and host_s:
-                switch_pace, host_pace = (1 - share) / switch_s, share / host_s
-                target = host_pace / (switch_pace + host_pace)
-                self.share = min(CEILING, (share + target) / 2)
-                slower = bool(self.alone_s) and tail_s > (1 - GAIN) * np.median(self.alone_s)
-                if self.share < FLOOR or slower:  # no faster: back to the switch alone
-                    self.share = 0.0
-                    self.probe_at = iteration + self.wait
-                    self.wait = min(2 * self.wait, LONGEST_WAIT)
-                elif self.used[-LASTING:].count(0.0) == 0 and len(self.used) >= LASTING:
-                    self.wait = FIRST_WAIT  # a share that lasts: probe eagerly again later
-        elif not self.share and iteration >= self.probe_at:
-            self.share = PROBE
-            self.probe_at = iteration + 1  # measured before it probes again
-        elif self.share == PROBE and self.used and self.used[-1] == PROBE:
-            self.share = 0.0  # a probe lasts one iteration; its measurement decides
+        if 0 <= measured < len(self.used):
+            comm = history.comm_s[-1]
+            # what of its communication the iteration waited for: the last worker to finish
+            # computing waits for nobody
+            tail_s = float(np.nanmin(comm)) if np.isfinite(comm).any() else 0.0
+            used = self.used[measured]
+            if not used and measured and tail_s:
+                self.alone_s = self.alone_s[-(BASELINE - 1):] + [tail_s]
+            elif used and self.share and tail_s:  # an iteration of the share being tried
+                self.shared_s.append(tail_s)
+                self._steer(used, history)
+                self._judge(iteration)
+        if (not self.share and len(self.alone_s) >= MIN_BASELINE
+                and iteration >= self.probe_at):
+            self.share, self.shared_s = PROBE, []
         self.used.append(self.share)
         return self.share
+
+    def _steer(self, used: float, history: StepHistory) -> None:
+        """Halfway to the share that ends both parts together, at their measured paces."""
+        switch_s = _median(history.series("switch_s", 1))
+        host_s = _median(history.series("host_s", 1))
+        if switch_s and host_s:
+            switch_pace, host_pace = (1 - used) / switch_s, used / host_s
+            target = host_pace / (switch_pace + host_pace)
+            self.share = min(CEILING, (used + target) / 2)
+
+    def _judge(self, iteration: int) -> None:
+        """Keep the share while it saves GAIN, judged once it has TRIAL measurements; drop it
+        at once where its measurements so far are no better than none (a share steered up
+        during its trial costs most where it does not pay), and try the next twice as late."""
+        shared, alone = np.median(self.shared_s[-TRIAL:]), np.median(self.alone_s)
+        tried = len(self.shared_s) >= TRIAL
+        if self.share < FLOOR or shared >= alone or (tried and shared >= (1 - GAIN) * alone):
+            self.share, self.shared_s = 0.0, []
+            self.probe_at = iteration + self.wait
+            self.wait = min(2 * self.wait, LONGEST_WAIT)
+        elif tried:
+            self.wait = FIRST_WAIT  # a share that passed its trial: try eagerly again later
 
 
 def _median(values) -> float:
