@@ -5,9 +5,10 @@ Each worker publishes its compute time and sample count for an iteration as soon
 ends (before its gradients are communicated). The planner (rank ``PLANNER``), before planning
 iteration i, collects every worker's record of iteration i - 1, and publishes the plan, which
 the other workers fetch: one rank reads the N records of an iteration and plans once, where
-every rank reading them all would cost the store N^2 reads and the job N plans per iteration. A worker that contributed to i - 1 necessarily published
-before the aggregation of i - 1 could complete, and a worker that sat i - 1 out publishes at its
-start, so collecting almost never waits. A record also carries the worker's communication time
+every rank reading them all would cost the store N^2 reads and the job N plans per iteration.
+A worker that contributed to i - 1 necessarily published before the aggregation of i - 1 could
+complete, and a worker that sat i - 1 out publishes at its start, so collecting almost never
+waits. A record also carries the worker's communication time
 of the iteration before it (known only once that iteration ended), and the other measurements
 the cost models read (``STEP_FIELDS`` of the iteration, ``COMM_FIELDS`` of the one before). Old
 keys are deleted as they go out of use.

@@ -18,10 +18,11 @@ communication (the time the last worker to finish computing spends after it; med
 TRIAL) against the same with no share (median of the last BASELINE iterations without one, the
 first iteration, which warms up, left out). It falls back to 0 as soon as it is no better than
 none, or once it has TRIAL measurements and saves less than GAIN, or under FLOOR (not worth the
-helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is tried now and then: after FIRST_WAIT iterations, then twice as long after each
-trial that fell back to 0, at most LONGEST_WAIT, and from FIRST_WAIT again once a share passed
-its trial. A switch that sums everything in time thus costs a trial rarely; one that cannot
-keeps a share from the first trial on.
+helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is tried now and
+then: after FIRST_WAIT iterations, then twice as long after each trial that fell back to 0, at
+most LONGEST_WAIT, and from FIRST_WAIT again once a share passed its trial. A switch that sums
+everything in time thus costs a trial rarely; one that cannot keeps a share from the first trial
+on.
 """
 
 from __future__ import annotations
