@@ -27,12 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from host_lib.scheduling.work_stealing import (
-    Expectation,
     micro_batches,
-    progress,
+    pick_owner,
     reserve_now,
     slow_prior,
-    worth_taking,
 )
 
 
@@ -50,13 +48,12 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
     ``prior_s`` and ``kappa`` are what the plan expects (per-worker time per sample, None:
     unknown; the fixed cost in samples)."""
     n = len(shares)
-    expected = Expectation(None if prior_s is None else tuple(float(p) for p in prior_s),
-                           kappa)
     fixed = np.broadcast_to(np.asarray(fixed_s, np.float64), (n,))
     per = np.broadcast_to(np.asarray(per_sample_s, np.float64), (n,))
     prior = [slow_prior(prior_s, w) for w in range(n)]
     cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
-    head, tail = [0] * n, [0] * n
+    shares_now = _Shares(cut, kappa, None if prior_s is None else np.asarray(prior_s, float))
+    head, tail = shares_now.head, shares_now.tail
     left = np.array([len(c) for c in cut])  # micro-batches not yet claimed, per share
     reserve: list[list[int]] = [[] for _ in range(n)]
     stealing = [False] * n
@@ -72,13 +69,13 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
             own = cut[w][head[w]:len(cut[w]) - tail[w]]
             t += claim_s
             if reserve_now(own, per[w] if computed else prior[w], keep_s):
-                reserve[w] = list(range(head[w], head[w] + len(own)))
+                reserve[w] = list(range(int(head[w]), int(head[w]) + len(own)))
                 head[w] += len(own)
                 left[w] = 0
                 stealing[w] = True
             else:
                 k = cut[w][head[w]]
-                out.done[w].append((w, head[w]))
+                out.done[w].append((w, int(head[w])))
                 head[w] += 1
                 left[w] -= 1
                 t += per[w] * k + (0.0 if computed else fixed[w])
@@ -93,17 +90,12 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
         owner = None
         if stealer:
             t += claim_s  # the look at the other shares
-            others = [v for v in range(n) if v != w]
-            pick = worth_taking(
-                [np.array(cut[v][head[v]:len(cut[v]) - tail[v]]) for v in others],
-                [progress(np.array(cut[v]), head[v], kappa) for v in others], expected,
-                others, t - start[w], per[w] * sum(cut[w][i] for i in reserve[w]),
-                float(per[w]))
-            owner = None if pick is None else others[pick]
+            owner = shares_now.pick(w, t - start[w], per[w] * sum(cut[w][i] for i in reserve[w]),
+                                    float(per[w]))
         if owner is not None:
             tail[owner] += 1
             left[owner] -= 1
-            index = len(cut[owner]) - tail[owner]
+            index = int(len(cut[owner]) - tail[owner])
             k = cut[owner][index]
             out.done[w].append((owner, index))
             t += claim_s + per[w] * k + (0.0 if computed else fixed[w])
@@ -116,3 +108,40 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
         out.samples[w] += k
         out.ends[w] = t + out.pass_s[w]
     return out
+
+
+class _Shares:
+    """Every share's micro-batches and how far its claims got (``head`` from the front by its
+    owner, ``tail`` from the back by thieves), kept as arrays so that a thief's look at every
+    share is one pass of numpy (:func:`~host_lib.scheduling.work_stealing.pick_owner`)."""
+
+    def __init__(self, cut: list[list[int]], kappa: float, planned: np.ndarray | None):
+        n = len(cut)
+        self.length = np.array([len(c) for c in cut], np.int64)
+        self.sizes = np.zeros((n, int(self.length.max(initial=0)) or 1))
+        for v, c in enumerate(cut):
+            self.sizes[v, :len(c)] = c
+        self.cum = np.concatenate([np.zeros((n, 1)), np.cumsum(self.sizes, axis=1)], axis=1)
+        self.head = np.zeros(n, np.int64)
+        self.tail = np.zeros(n, np.int64)
+        self.rows = np.arange(n)
+        self.kappa, self.planned = kappa, planned
+
+    def pick(self, thief: int, elapsed_s: float, reserved_s: float, per_sample_s: float
+             ) -> int | None:
+        """The owner ``thief`` takes its next micro-batch from, or None
+        (:func:`~host_lib.scheduling.work_stealing.worth_taking`)."""
+        rows, head = self.rows, self.head
+        end = np.maximum(self.length - self.tail, head)  # past the last unclaimed one
+        counts = end - head
+        counts[thief] = 0  # not from its own share
+        samples = self.cum[rows, end] - self.cum[rows, head]
+        last = self.sizes[rows, np.maximum(end - 1, 0)]
+        # progress(): those it finished, half the one it computes, the fixed cost once paid
+        before = np.maximum(head - 1, 0)
+        first = np.where(head == 1, self.kappa, 0.0)
+        progress = np.where(head == 0, 0.0, self.cum[rows, before] + self.kappa - first
+                            + (self.sizes[rows, before] + first) / 2)
+        planned = (np.full(len(rows), per_sample_s) if self.planned is None else self.planned)
+        return pick_owner(counts, samples, last, progress, planned, elapsed_s, reserved_s,
+                          per_sample_s)

@@ -129,19 +129,31 @@ def worth_taking(left: list[np.ndarray], progress: list[float], expected: Expect
     or the plan's if slower), if that is longer than the thief's own reserve and one more
     micro-batch (an owner with less will be done before the thief is) and the share has
     WORTH_STEALING micro-batches left."""
-    best, pick = 0.0, None
-    for i, part in enumerate(left):
-        if len(part) < WORTH_STEALING:
-            continue
-        planned = (per_sample_s if expected.per_sample_s is None
-                   else expected.per_sample_s[owners[i]])
-        if progress[i] * BEHIND * planned >= elapsed_s:
-            continue  # on schedule
-        rate = max(planned, elapsed_s / max(progress[i], 1e-9))
-        remaining = float(part.sum()) * rate
-        if remaining > reserved_s + part[-1] * per_sample_s and remaining > best:
-            best, pick = remaining, i
-    return pick
+    counts = np.array([len(part) for part in left])
+    samples = np.array([float(part.sum()) for part in left])
+    last = np.array([float(part[-1]) if len(part) else 0.0 for part in left])
+    planned = (np.full(len(left), per_sample_s) if expected.per_sample_s is None
+               else np.asarray(expected.per_sample_s, np.float64)[np.asarray(owners, int)])
+    return pick_owner(counts, samples, last, np.asarray(progress, np.float64), planned,
+                      elapsed_s, reserved_s, per_sample_s)
+
+
+def pick_owner(counts: np.ndarray, samples: np.ndarray, last: np.ndarray,
+               progress: np.ndarray, planned: np.ndarray, elapsed_s: float,
+               reserved_s: float, per_sample_s: float) -> int | None:
+    """:func:`worth_taking` over arrays, one entry per owner: its unclaimed micro-batches,
+    their samples, the size of the last of them, its progress and the plan's time per sample
+    for it (the model of :mod:`host_lib.scheduling.stealing_model` keeps these for every
+    worker, where building them anew for each look would cost it N^2 per iteration)."""
+    behind = progress * BEHIND * planned < elapsed_s
+    with np.errstate(divide="ignore"):
+        rate = np.maximum(planned, elapsed_s / np.maximum(progress, 1e-9))
+    remaining = samples * rate
+    ok = ((counts >= WORTH_STEALING) & behind & (remaining > 0)
+          & (remaining > reserved_s + last * per_sample_s))
+    if not ok.any():
+        return None
+    return int(np.argmax(np.where(ok, remaining, -np.inf)))  # the first of the longest
 
 
 def progress(sizes: np.ndarray, head: int, kappa: float) -> float:
