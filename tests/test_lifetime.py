@@ -81,13 +81,21 @@ def kill_and_count_survivors(parent: subprocess.Popen, expected: dict[str, int],
     return {p: c for p, c in children.items() if alive(p)}
 
 
+def _sigint_as_a_terminal_sends_it() -> None:
+    """In the parent before it starts: SIGINT acted on, as in a foreground program, whatever
+    the test's own disposition is (a shell ignores SIGINT in what it runs in the background,
+    and Python then leaves it ignored: no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(argv: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     """The parent, its stderr (and its children's) in ``log``: a pipe nobody reads while it
     runs would fill and block whichever of them writes next."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1")
     with open(log, "wb") as err:
         parent = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=err)
+                                  stdout=subprocess.DEVNULL, stderr=err,
+                                  preexec_fn=_sigint_as_a_terminal_sends_it)
     parent.log = log
     return parent
 
