@@ -95,6 +95,8 @@ class SwitchConnection:
         self._requests: queue.Queue = queue.Queue()
         self._arbitration: queue.Queue = queue.Queue()
         self._packets: queue.Queue = queue.Queue()
+        self._primary = threading.Condition()
+        self.primary = False  # as the switch's latest arbitration update says
         self._closed = False
         if not serves_p4runtime(self._channel, timeout):
             self._channel.close()
@@ -114,6 +116,9 @@ class SwitchConnection:
             for response in self._stream:
                 kind = response.WhichOneof("update")
                 if kind == "arbitration":
+                    with self._primary:
+                        self.primary = response.arbitration.status.code == code_pb2.OK
+                        self._primary.notify_all()
                     self._arbitration.put(response.arbitration)
                 elif kind == "packet":
                     self._packets.put(response.packet)
@@ -141,6 +146,18 @@ class SwitchConnection:
             raise SwitchError(f"{self.address}: not primary for device {self.device_id} "
                               f"(election id {self.election_id}): {reply.status.message}",
                               grpc.StatusCode.PERMISSION_DENIED)
+
+    def wait_primary(self, timeout: float | None = None) -> None:
+        """Wait until this client is the primary again, after another client with a higher
+        election id was for a while (``sa-atp-ctl`` beside a running controller): the switch
+        drops a backup's packet-outs and sends its packet-ins to the primary only, and it tells
+        every client when the primary changes (P4Runtime spec §5), which may come a moment
+        after the other client has closed its stream."""
+        with self._primary:
+            if not self._primary.wait_for(lambda: self.primary,
+                                          self.timeout if timeout is None else timeout):
+                raise SwitchError(f"{self.address}: not the primary client again within the "
+                                  "timeout", grpc.StatusCode.DEADLINE_EXCEEDED)
 
     def close(self) -> None:
         if not self._closed:

@@ -91,7 +91,7 @@ def test_float32_allreduce_goes_through_the_switch_and_the_rest_through_gloo(tmp
                  for r in range(N)]
         for _, p in procs:
             p.start()
-        results = WorkerGroup(procs, queue).join(300)
+        results = WorkerGroup(procs, queue, args).join(300)
         counters = [cluster.controller.counters(job.id) for job in jobs]
 
     world_ref, group_ref = AllreduceReference(N), AllreduceReference(N)

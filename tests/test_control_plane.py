@@ -2,6 +2,7 @@
 reconciliation after a restart, and the CLI; and both backends held to the written contracts
 (control_plane/contracts.py)."""
 
+import ast
 import inspect
 import json
 import subprocess
@@ -270,23 +271,25 @@ def test_each_backend_and_its_controls_have_the_signatures_of_the_contracts(back
             assert shape(getattr(type(control), name)) == shape(method), f"{attr}.{name}"
 
 
+def modules_loaded_with(module: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules named ``prefixes...`` that importing ``module`` loads, in a fresh Python."""
+    code = (f"import sys, {module}; "
+            f"print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))")
+    return ast.literal_eval(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                           text=True, check=True).stdout)
+
+
 def test_the_contracts_load_neither_backends_libraries():
-    code = ("import sys, control_plane.contracts; "
-            "print(sorted(m for m in sys.modules if m.startswith(('p4.', 'grpc', 'bfrt_grpc', "
-            "'control_plane.controls', 'control_plane.tofino', 'control_plane.connection'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[]"
+    assert modules_loaded_with("control_plane.contracts", (
+        "p4.", "grpc", "bfrt_grpc", "control_plane.controls", "control_plane.tofino",
+        "control_plane.connection")) == []
 
 
 def test_the_tofino_backend_loads_no_p4runtime_code():
     """The BF Runtime backend shares the plan and the entries, not their P4Runtime form."""
-    code = ("import sys, control_plane.tofino.controller; "
-            "print(sorted(m for m in sys.modules if m.startswith(('p4.', 'google.rpc', "
-            "'control_plane.p4runtime_entries', 'control_plane.connection'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[]"
+    assert modules_loaded_with("control_plane.tofino.controller", (
+        "p4.", "google.rpc", "control_plane.p4runtime_entries",
+        "control_plane.connection")) == []
 
 
 def test_a_v1model_switch_has_one_pipe():

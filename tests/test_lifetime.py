@@ -65,21 +65,43 @@ def kill_and_count_survivors(parent: subprocess.Popen, expected: dict[str, int],
         counts = {text: sum(text in c for c in children.values()) for text in expected}
         if all(counts[t] >= n for t, n in expected.items()):
             break
-        assert parent.poll() is None, f"the parent ended first: {parent.communicate()}"
+        assert parent.poll() is None, f"the parent ended first:\n{_stderr(parent)}"
         assert time.monotonic() < deadline, f"children never all started: {counts}"
         time.sleep(0.1)
     parent.send_signal(sig)
-    parent.wait(timeout=60)
+    try:
+        parent.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        parent.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack
+        parent.wait(timeout=60)
+        pytest.fail(f"the parent did not end within 300 s of {sig.name}:\n{_stderr(parent)}")
     deadline = time.monotonic() + 30
     while any(alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     return {p: c for p, c in children.items() if alive(p)}
 
 
-def start(argv: list[str], cwd: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _sigint_as_a_terminal_sends_it() -> None:
+    """In the parent before it starts: SIGINT acted on, as in a foreground program, whatever
+    the test's own disposition is (a shell ignores SIGINT in what it runs in the background,
+    and Python then leaves it ignored: no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(argv: list[str], cwd: Path, log: Path) -> subprocess.Popen:
+    """The parent, its stderr (and its children's) in ``log``: a pipe nobody reads while it
+    runs would fill and block whichever of them writes next."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1")
+    with open(log, "wb") as err:
+        parent = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=err,
+                                  preexec_fn=_sigint_as_a_terminal_sends_it)
+    parent.log = log
+    return parent
+
+
+def _stderr(parent: subprocess.Popen) -> str:
+    return parent.log.read_text(errors="replace")[-4000:]
 
 
 CLUSTER = """
@@ -103,7 +125,7 @@ def test_no_process_outlives_a_local_cluster_run(tmp_path, sig):
     """A script that runs a cluster as a library does (no signal handler of its own): its switch
     and its three workers, the multiprocessing children, end with it."""
     (tmp_path / "cluster.py").write_text(textwrap.dedent(CLUSTER))
-    parent = start(["cluster.py"], tmp_path)
+    parent = start(["cluster.py"], tmp_path, tmp_path / "stderr")
     survivors = kill_and_count_survivors(
         parent, {"-m softswitch": 1, "multiprocessing.spawn": 3}, sig)
     assert survivors == {}
@@ -114,7 +136,7 @@ def test_no_process_outlives_a_bench_section(tmp_path, sig):
     """``python -m bench --only sa_atp``, stopped once its first run's switch, torchrun and
     four training processes exist."""
     parent = start(["-m", "bench", "--only", "sa_atp", "--out", str(tmp_path / "results.json")],
-                   ROOT)
+                   ROOT, tmp_path / "stderr")
     survivors = kill_and_count_survivors(
         parent, {"-m softswitch": 1, "torch.distributed.run": 1, "-u -m experiments.train": 4},
         sig)

@@ -130,11 +130,17 @@ def _processes_in(namespaces: set[str]) -> list[int]:
 @contextlib.contextmanager
 def cluster_leaving_nothing_behind(topo, run_dir: Path, target: str):
     """A started MininetCluster; on the way out, stop it and check that the named network
-    namespaces, the root namespace's links, the hosts' namespaces and our processes are
-    as before."""
+    namespaces and the root namespace's links named for the topology's nodes (Mininet names
+    an interface ``<node>-eth<i>``; tests in other files may add and remove their own meanwhile),
+    the hosts' namespaces and our processes are as before."""
     from topologies.mininet_cluster import MininetCluster
 
-    netns_before, links_before = _named_namespaces(), _links()
+    nodes = set(topo.nodes())
+
+    def ours(names: set[str]) -> set[str]:
+        return {name for name in names if name.split("-", 1)[0] in nodes}
+
+    netns_before, links_before = ours(_named_namespaces()), ours(_links())
     host_namespaces: set[str] = set()
     try:
         with MininetCluster(topo, run_dir, target=target) as cluster:
@@ -142,8 +148,8 @@ def cluster_leaving_nothing_behind(topo, run_dir: Path, target: str):
             assert all(sw.process.name == target for sw in cluster.net.switches)
             yield cluster
     finally:
-        assert _named_namespaces() == netns_before
-        assert _links() == links_before
+        assert ours(_named_namespaces()) == netns_before
+        assert ours(_links()) == links_before
         assert _processes_in(host_namespaces) == []
         assert _our_processes(run_dir) == {}
 

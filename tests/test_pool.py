@@ -31,23 +31,32 @@ def values(job: int, worker: int, call: int) -> np.ndarray:
 
 def pooled_calls(comm, arg):
     """``CALLS`` sums; a worker given a ``hold`` event waits for it before its first call (the
-    straggler); returns the sums and the chunks that were taken over."""
-    job, hold = arg
+    straggler); returns the sums and the chunks that were taken over. Each worker stays until
+    every worker of its job (the ``everyone`` barrier) has its sums: a peer that lost a result
+    asks those that may have it, which answer between calls, until they close."""
+    job, hold, everyone = arg
     outs, taken = [], 0
     for call in range(CALLS):
         if hold is not None and call == 0:
             assert hold.wait(600)
         outs.append(comm.allreduce_int(values(job, comm.config.worker, call)))
         taken += comm.last_stats.taken
+    everyone.wait(600)
     comm.close()
     return outs, taken
+
+
+def job_of_three(job: int, hold=None) -> list[tuple]:
+    """pooled_calls' arguments for a job's three workers, worker 2 held by ``hold``."""
+    everyone = multiprocessing.get_context("spawn").Barrier(3)
+    return [(job, None, everyone), (job, None, everyone), (job, hold, everyone)]
 
 
 def start_holding_job(cluster, job: int, hold, **options):
     """Job ``job``'s workers, its straggler (worker 2) held back; returns once its peers' chunks
     hold every lane set of the pool's shadow set 0 (a worker without helpers never gives up a
     chunk's lanes, and nothing else completes them without the straggler)."""
-    group = cluster.start_workers(pooled_calls, {job: [(job, None), (job, None), (job, hold)]},
+    group = cluster.start_workers(pooled_calls, {job: job_of_three(job, hold)},
                                   stall_timeout=600.0, **options)
     wait_for(lambda: held_pool_lanes(cluster, job) == BORROW,
              f"job {job}'s chunks hold the pool's lanes")
@@ -70,7 +79,7 @@ def test_two_jobs_sharing_the_pool_get_exact_sums(tmp_path, loss):
     impairment = {"drop": loss} if loss else None
     with LocalCluster(jobs, tmp_path, pool_slots=BORROW) as cluster:
         holding = start_holding_job(cluster, 1, hold, impairment=impairment)
-        results = cluster.run_workers(pooled_calls, {2: [(2, None)] * 3}, timeout=300,
+        results = cluster.run_workers(pooled_calls, {2: job_of_three(2)}, timeout=300,
                                       impairment=impairment)
         assert held_pool_lanes(cluster, 1) == BORROW   # held all along
         partials = counted(cluster, 2, "egress", "PARTIAL")

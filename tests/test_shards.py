@@ -116,7 +116,9 @@ def test_every_shard_streams_its_chunks_and_the_sums_are_exact(shards, drop):
 
 def test_a_shard_that_hears_nothing_ends_the_call_for_all():
     """Shard 1's reflector answers nothing: that shard gives up after the silence bound, and
-    the call fails with it (the other shard, done or waiting, stops too)."""
+    the call fails with it (the other shard, done or waiting, stops too), and no thread of the
+    call outlives it (other tests of this process may have left threads of their own)."""
+    before = set(threading.enumerate())
     with pytest.raises(SwitchSilent):
         reflected(2, 20_000, 1, [0.0, 1.0], silence_timeout=1.0)
-    assert threading.active_count() < 50
+    assert [t for t in threading.enumerate() if t not in before] == []

@@ -119,7 +119,7 @@ class LocalCluster:
                                 name=f"job{job_id}-w{wctx.worker}", daemon=True)
                 p.start()
                 procs.append(((job_id, wctx.worker), p))
-        self._groups.append(WorkerGroup(procs, results))
+        self._groups.append(WorkerGroup(procs, results, args))
         return self._groups[-1]
 
     def run_workers(self, fn, args: dict[int, list], timeout: float = 600.0,
@@ -137,9 +137,12 @@ class WorkerFailed(RuntimeError):
 class WorkerGroup:
     """Worker processes started by :meth:`LocalCluster.start_workers`."""
 
-    def __init__(self, procs, results):
+    def __init__(self, procs, results, args):
         self.procs = procs
         self.results = results
+        # A spawned worker unpickles its arguments after it starts: an Event or a Barrier
+        # among them must outlive the caller's references (its semaphore goes with the last).
+        self.args = args
 
     def join(self, timeout: float) -> dict:
         """Every worker's return value; raises WorkerFailed with the tracebacks of failed

@@ -305,10 +305,11 @@ class CompiledLoop:
     def load(self, rnd) -> None:
         """Load the compiled loop for rounds like ``rnd``, told to stop before it starts, and
         the link's batch calls as its Python methods make them (on a socket of their own:
-        nothing is received, nothing sent)."""
+        nothing is received, nothing sent; bound to any address, as a namespace may have no
+        loopback up)."""
         self.run(rnd, CallStats(), 1, (0.0,) * 5, np.ones(1, np.uint8))
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.bind(("127.0.0.1", 0))
+            sock.bind(("0.0.0.0", 0))
             sock.setblocking(False)
             probe = NativeSocket(sock, P.FRAME_LEN)
             probe.recv(self.rx.rows)

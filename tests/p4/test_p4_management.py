@@ -104,6 +104,8 @@ def sa_atp_ctl_slot(target, controller, tmp_path, monkeypatch, capsys):
         controller.save_state(state)
         capsys.readouterr()
         assert cli.main([*args, "--state", str(state), "slot", str(job_id), str(slot)]) == 0
+        if not isinstance(target, ModelTarget):  # the fixture's controller primary again
+            controller.conn.wait_primary()
         return json.loads(capsys.readouterr().out)
 
     return slot
