@@ -19,7 +19,7 @@ from experiments import digits
 from experiments.launch import run_training
 from experiments.stragglers import SlowdownSchedule
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
-from host_lib.scheduling.stealing_model import schedule
+from host_lib.scheduling.stealing_model import ShareClaims, schedule
 from host_lib.scheduling.work_stealing import (
     Expectation,
     WorkStealing,
@@ -310,3 +310,31 @@ def test_the_modelled_schedule_claims_every_micro_batch_once_and_balances(slowne
         taken = {o for r, rank in enumerate(s.done) for o, _ in rank if o != r}
         fast = [w for w in range(4) if slow[w] == 1 and w not in taken]
         assert fast and all(s.pass_s[w] >= keep_s * 0.9 for w in fast)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_models_look_at_every_share_picks_what_a_worker_picks(seed):
+    """The model keeps every share's claims as arrays (stealing_model.ShareClaims); its pick must
+    be the one a worker makes from the lists of unclaimed micro-batches it reads from the
+    store (worth_taking), over random shares, claims, progress and plans."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        n, pieces = int(rng.integers(2, 10)), int(rng.integers(1, 9))
+        cut = [[len(m) for m in micro_batches(np.arange(s), pieces)]
+               for s in rng.integers(0, 80, n)]
+        kappa = float(rng.choice([0.0, rng.uniform(0, 20)]))
+        planned = None if rng.random() < 0.3 else rng.uniform(1e-4, 1e-3, n)
+        shares = ShareClaims(cut, kappa, planned)
+        for v, c in enumerate(cut):
+            shares.head[v] = rng.integers(0, len(c) + 1)
+            shares.tail[v] = rng.integers(0, len(c) - shares.head[v] + 1)
+        thief = int(rng.integers(n))
+        elapsed, reserved, per = (float(rng.uniform(0, 0.05)), float(rng.uniform(0, 0.01)),
+                                  float(rng.uniform(1e-4, 1e-3)))
+        others = [v for v in range(n) if v != thief]
+        left = [np.array(cut[v][shares.head[v]:len(cut[v]) - shares.tail[v]]) for v in others]
+        done = [progress(np.array(cut[v]), int(shares.head[v]), kappa) for v in others]
+        expected = Expectation(None if planned is None else tuple(planned), kappa)
+        pick = worth_taking(left, done, expected, others, elapsed, reserved, per)
+        assert shares.pick(thief, elapsed, reserved, per) == (None if pick is None
+                                                              else others[pick])

@@ -52,7 +52,7 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
     per = np.broadcast_to(np.asarray(per_sample_s, np.float64), (n,))
     prior = [slow_prior(prior_s, w) for w in range(n)]
     cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
-    shares_now = _Shares(cut, kappa, None if prior_s is None else np.asarray(prior_s, float))
+    shares_now = ShareClaims(cut, kappa, None if prior_s is None else np.asarray(prior_s, float))
     head, tail = shares_now.head, shares_now.tail
     left = np.array([len(c) for c in cut])  # micro-batches not yet claimed, per share
     reserve: list[list[int]] = [[] for _ in range(n)]
@@ -110,7 +110,7 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
     return out
 
 
-class _Shares:
+class ShareClaims:
     """Every share's micro-batches and how far its claims got (``head`` from the front by its
     owner, ``tail`` from the back by thieves), kept as arrays so that a thief's look at every
     share is one pass of numpy (:func:`~host_lib.scheduling.work_stealing.pick_owner`)."""
