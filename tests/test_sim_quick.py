@@ -34,8 +34,7 @@ def test_calibration_matches_the_testbed_for_every_method(quick):
     straggler is a draw (56 or 79 ms at static 3x in two committed harness runs), which one
     testbed run samples once."""
     calibration = rows(quick / "calibration.csv")
-    # the committed harness results predate the ablation without takeover
-    assert {r["method"] for r in calibration} == set(METHODS) - {"sa-atp-no-takeover"}
+    assert {r["method"] for r in calibration} == set(METHODS)
     for r in calibration:
         if r["method"] == "k-of-n" and r["scenario"] != "none":
             continue
