@@ -37,7 +37,10 @@ METHODS = {
     "sa-atp-resplit": Method("switch", "sa-atp-resplit", "SA-ATP without work stealing: slot "
                              "takeover and the batch re-split from step-time history"),
     "sa-atp": Method("switch", "sa-atp", "SA-ATP: slot takeover, work stealing within the "
-                     "iteration and the batch re-split from step-time history"),
+                     "iteration and the batch re-split from step-time history, each where "
+                     "its cost model says it pays"),
+    "sa-atp-no-takeover": Method("switch", "sa-atp-no-takeover", "SA-ATP without slot "
+                                 "takeover (the ablation): stealing and the re-split only"),
     "dpar": Method("switch", "dpar", "DPAR: exclude a detected straggler, readmit it later"),
     "boa": Method("switch", "boa", "BOA: per-worker batch sizes from fitted step-time models"),
     "partial-reduce": Method("switch", "partial-reduce",

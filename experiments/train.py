@@ -12,9 +12,10 @@ samples it sums. host_lib's PolicyDriver applies the plans; this script adds the
 the emulated compute. Policies whose gradients may be delivered iterations after they were started
 (Partial-Reduce) run in a second mode without DDP: a worker starts a gradient when its share is
 non-zero, keeps computing while it sits iterations out, and delivers the gradient (scaled by its
-staleness discount) when the plan makes it a contributor. Policies that steal work (SA-ATP) compute
-in micro-batches, without synchronising, the ones :mod:`host_lib.scheduling.work_stealing` hands
-out, and let the comm hook sum the accumulated gradient in a last backward pass over no samples.
+staleness discount) when the plan makes it a contributor. Policies that steal work (SA-ATP) compute,
+in the iterations their plan says so, the micro-batches :mod:`host_lib.scheduling.work_stealing`
+hands out without synchronising, and end with the ones reserved for one pass through DDP, whose
+backward runs the comm hook on the accumulated gradient.
 
 Each rank writes one JSON line per iteration to ``<log-dir>/rank<r>.jsonl``; rank 0 shows a
 progress bar.
@@ -43,6 +44,7 @@ from host_lib.scheduling.policies.base import IterationPlan
 from host_lib.scheduling.policies.driver import PendingGradient, PolicyDriver
 from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from host_lib.scheduling.sampling import GlobalBatchSampler
+from host_lib.scheduling.work_stealing import micro_batches
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -96,6 +98,15 @@ class GlooSum:
 
 def gloo_hook(state: GlooSum, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     return state.hook(bucket)
+
+
+def call_times(calls) -> dict[str, float]:
+    """What an iteration's allreduce calls took (COMM_FIELDS of the step exchange): in all, on
+    the switch's chunks and on the chunks summed on hosts (NaN without calls)."""
+    if not calls:
+        return {}
+    return {"busy_s": sum(c.elapsed_s for c in calls), "switch_s": sum(c.switch_s for c in calls),
+            "host_s": sum(c.host_s for c in calls)}
 
 
 def switch_hook_state(args, fallback: bool = True):
@@ -163,23 +174,29 @@ class Trainer:
     def step(self, it: int, plan: IterationPlan) -> dict:
         t0 = time.perf_counter()
         result = (self.delayed_step(it, plan, t0) if self.delayed
-                  else self.stealing_step(it, plan, t0) if self.policy.steals_work
+                  else self.stealing_step(it, plan, t0) if plan.steal
                   else self.synchronous_step(it, plan, t0))
         end = time.perf_counter()
-        self.driver.communicated(end - result.comm_started)
+        calls = self.state.drain_stats() if self.switch else []
+        self.driver.communicated(end - result.comm_started, **call_times(calls))
         record = {"it": it, "rank": self.rank, "iter_s": end - t0, "end": time.time(),
                   "compute_s": result.compute_s, "comm_s": end - result.comm_started,
                   "slowdown": self.schedule.factor(self.rank, it), "samples": result.samples,
                   "contributes": result.contributed, "loss": result.loss, "plan": plan.note}
-        if result.micro_batches is not None:
-            record.update(shares=list(plan.shares), micro_batches=result.micro_batches)
+        if self.policy.steals_work:
+            done = result.micro_batches
+            if done is None:  # a step without stealing computed its whole share
+                share = self.driver.samples(it, plan)
+                done = [(self.rank, i)
+                        for i in range(len(micro_batches(share, self.args.micro_batches)))]
+            record.update(shares=list(plan.shares), micro_batches=done, stole=plan.steal)
         if self.switch:
-            calls = self.state.drain_stats()
             record.update(fallback=sum(1 for c in calls if c.fallback),
                           packets=sum(c.packets_sent for c in calls),
                           retransmissions=sum(c.retransmissions for c in calls),
                           takeovers=sum(c.takeovers for c in calls),
                           taken=sum(c.taken for c in calls),
+                          hosted=sum(c.host_chunks for c in calls),
                           helped=sum(c.helper_results for c in calls))
         return record
 
@@ -198,7 +215,8 @@ class Trainer:
                                                  reduction="sum")
         pad_to(self.emulated(len(mine), it, time.perf_counter() - t0), t0)
         compute = time.perf_counter() - t0
-        self.driver.computed(it, compute, len(mine))
+        # The backward, which hands DDP the buckets, runs after the padded compute (lead 0).
+        self.driver.computed(it, compute, len(mine), pass_s=compute, lead_s=0.0)
         comm_started = self.link.start(it, round_plan.contribute)
         loss.backward()  # the comm hook runs here
         self.link.finish(it, comm_started, plan.contributors, plan.fanin)
@@ -210,36 +228,47 @@ class Trainer:
 
     def stealing_step(self, it: int, plan: IterationPlan, t0: float) -> StepResult:
         """Compute micro-batches, own and stolen, as they are claimed, their gradients
-        accumulating outside DDP. The next micro-batch is claimed before this one is computed,
-        so the last one is known as such: it goes through DDP, whose backward pass runs the
-        comm hook on the sum, as a synchronous step's does (with no micro-batch at all, a pass
-        over no samples does). A stolen micro-batch costs this worker its own per-sample time;
-        the step's fixed cost (the profile's) is paid once."""
+        accumulating outside DDP, then the reserved ones together in one pass through DDP,
+        whose backward pass runs the comm hook on the sum, as a synchronous step's does (with
+        nothing reserved, a pass over no samples does). A stolen micro-batch costs this worker
+        its own per-sample time; the step's fixed cost (the profile's) is paid once."""
         mine, round_plan = self.driver.share(it, plan)
         if not self.switch:
             self.state.divisor = float(sum(plan.weights()))
         factor = self.schedule.factor(self.rank, it)
-        target, samples, loss, done = 0.0, 0, 0.0, []
-        claims = self.driver.micro_batches(it, plan)
-        mb, last = next(claims, None), None
-        while mb is not None:
-            following = next(claims, None)
+        target, samples, loss, done, reserved = 0.0, 0, 0.0, [], []
+        per_sample: list[float] = []  # this worker's compute time per sample, as measured
+        first = (0, 0.0)  # the first micro-batch's samples and time (with the fixed cost)
+        for mb in self.driver.micro_batches(it, plan, lambda: per_sample[-1] if per_sample
+                                            else None):
+            if mb.reserved:
+                reserved.append(mb)
+                continue
             started = time.perf_counter()
-            if following is None:   # the last: forward through DDP, backward after the compute
-                last = self.loss(self.ddp, mb.samples)
-            else:
-                loss += self.backward(self.net, mb.samples)
-            target += factor * (time.perf_counter() - started if self.profile is None else
-                                self.profile.a * len(mb.samples) + (0.0 if done else
-                                                                    self.profile.c))
+            loss += self.backward(self.net, mb.samples)
+            spent = self.spent(len(mb.samples), not done, factor, started)
+            if not done:
+                first = (len(mb.samples), spent)
+            if self.profile or done:  # emulated times, or one without the fixed cost
+                per_sample.append(factor * self.profile.a if self.profile else
+                                  spent / len(mb.samples))
+            target += spent
             pad_to(target, t0)
             samples += len(mb.samples)
             done.append((mb.owner, mb.index))
-            mb = following
-        if last is None:
-            last = self.loss(self.ddp, mine[:0])
+        rows = (np.concatenate([mb.samples for mb in reserved]) if reserved else mine[:0])
+        started = time.perf_counter()
+        last = self.loss(self.ddp, rows)  # forward through DDP, backward after the compute
+        pass_s = self.spent(len(rows), not done, factor, started) if len(rows) else 0.0
+        target += pass_s
+        pad_to(target, t0)
+        samples += len(rows)
+        done += [(mb.owner, mb.index) for mb in reserved]
         compute = time.perf_counter() - t0
-        self.driver.computed(it, compute, samples)
+        # The emulated compute is padded before the backward runs: nothing of the gradient is
+        # on its way during the pass (lead 0).
+        fixed = first[1] - first[0] * per_sample[-1] if per_sample and first[0] else math.nan
+        self.driver.computed(it, compute, samples, pass_s=pass_s, lead_s=0.0, fixed_s=fixed)
         comm_started = self.link.start(it, round_plan.contribute)
         last.backward()  # the comm hook runs here
         self.link.finish(it, comm_started, plan.contributors, plan.fanin)
@@ -249,6 +278,14 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return StepResult(compute, samples, loss / max(1, samples), round_plan.contribute,
                           comm_started, done)
+
+    def spent(self, samples: int, first: bool, factor: float, started: float) -> float:
+        """Emulated compute time of a micro-batch of ``samples`` that started at ``started``:
+        the profile's (its fixed cost in the first a worker computes) or the real time, times
+        this worker's slowdown."""
+        if self.profile is None:
+            return factor * (time.perf_counter() - started)
+        return factor * (self.profile.a * samples + (self.profile.c if first else 0.0))
 
     def loss(self, model: torch.nn.Module, samples: np.ndarray) -> torch.Tensor:
         """The summed loss over ``samples`` (its backward pass still to run)."""

@@ -295,6 +295,8 @@ class SwitchCommunicator:
         base, k = self.next_chunk, self.transport.shards
         self.next_chunk = (self.next_chunk + n) & 0xFFFFFFFF
         buffers = self.buffers.take(n)
+        hosted = plan.host_chunks(n)
+        stats.host_chunks += hosted
 
         def part(first: int) -> Round:
             frames, arrays = buffers.arrays(n, first, k)
@@ -302,12 +304,23 @@ class SwitchCommunicator:
             write(rnd.rows, first, k, base)
             if not plan.contribute:
                 rnd.rows[:, P.LANES_OFFSET:] = 0  # probes only ask
+            if first < hosted:  # summed on hosts: each starts taken over by its helper (§7.3)
+                mine = -(-(hosted - first) // k)
+                rnd.host[:mine] = True
+                rnd.taken_by[:mine] = np.asarray(plan.helpers)[
+                    rnd.chunk(np.arange(mine)) % len(plan.helpers)]
             return rnd
 
         parts = [(lambda first=(s - base) % k: part(first)) if (s - base) % k < n else None
                  for s in range(k)]
+        started = time.monotonic()
         self.transport.run(parts, stats)
-        return buffers.arrays(n)[1]
+        arrays = buffers.arrays(n)[1]
+        for part, name in ((~arrays["host"], "switch_s"), (arrays["host"], "host_s")):
+            if part.any():
+                setattr(stats, name, getattr(stats, name)
+                        + float(np.nanmax(arrays["done_at"][part])) - started)
+        return arrays
 
     def _switch_int(self, call: _Call, stats: CallStats) -> np.ndarray:
         header, window = self.frames.header(call.plan.fanin), self.config.window

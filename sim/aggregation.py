@@ -50,9 +50,16 @@ class Outcome:
 
     delivered: np.ndarray
     taken: int = 0  # block-racks resolved by a helper
+    hosted: int = 0  # blocks part of which the helpers summed on their hosts (host_share)
     fallback: int = 0  # blocks summed on a host because the pool had no free aggregators
     retransmissions: int = 0
     summed: np.ndarray | None = None  # whose contributions the (last) result sums
+    # per worker, how long its calls took together (a block's call from when the block is
+    # ready, or the worker's previous call ended, to its result), and of that until the
+    # switch's part and the hosts' part of each block were in: None where not measured
+    busy_s: np.ndarray | None = None
+    switch_s: np.ndarray | None = None
+    host_s: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,13 @@ class CallPlan:
     helpers: tuple[int, ...] = ()
     stragglers: frozenset[int] = frozenset()
     takeover_after: float = 0.0
+    host_share: float = 0.0
 
     @classmethod
     def of(cls, plan) -> CallPlan:
         contributors = np.array([plan.contributes(w) for w in range(plan.n_workers)])
         return cls(contributors, plan.fanin or int(contributors.sum()), plan.helpers,
-                   plan.stragglers, plan.takeover_after)
+                   plan.stragglers, plan.takeover_after, plan.host_share)
 
 
 def retransmission_delay(packets: int, loss: float, rto: float, rng, size: int) -> np.ndarray:
@@ -134,8 +142,8 @@ class SwitchAggregation:
         self.pool = pool
         # A block larger than the window streams at most ``slots`` packets per round trip.
         rtt = 2 * net.latency_s + 2 / net.pps
-        pps = net.pps if size <= switch.slots else min(net.pps, switch.slots / rtt)
-        self.links = Links.uniform(n_workers, pps)
+        self.window_pps = net.pps if size <= switch.slots else min(net.pps, switch.slots / rtt)
+        self.links = Links.uniform(n_workers, net.pps)
         self.helper_links = Links.uniform(n_workers, net.pps)  # takeover traffic
         self.ps = Links.uniform(1, net.pps)  # the job's parameter server
         rs = switch.rack_size
@@ -155,7 +163,8 @@ class SwitchAggregation:
         """SimPy process body: ``ready`` (workers x buckets) is when each bucket of each
         contributor is ready (NaN: sends nothing; ``joined``, when a worker that sends nothing
         enters the call, does not matter to the switch). Returns the Outcome."""
-        out = Outcome(np.full(self.n, -np.inf))
+        out = Outcome(np.full(self.n, -np.inf), busy_s=np.zeros(self.n),
+                      switch_s=np.zeros(self.n), host_s=np.zeros(self.n))
         sending = plan.contributors & np.isfinite(ready).all(axis=1)
         per_rack = [plan.contributors[r].sum() for r in self.racks]
         total = max(1, sum(per_rack))
@@ -163,11 +172,25 @@ class SwitchAggregation:
                  for r, c in zip(self.racks, per_rack, strict=True)]
         senders = np.flatnonzero(sending)
         lat = self.net.latency_s
-        for j, (bucket, p) in enumerate(self.blocks):
+        helpers = [h for h in plan.helpers if sending[h]]
+        for j, (bucket, block) in enumerate(self.blocks):
+            hosted = int(plan.host_share * block) if helpers else 0
+            began = np.maximum(ready[:, bucket], out.delivered)
+            if hosted:  # it starts where the call does: after the worker's call before
+                on_hosts = self._on_hosts(began[senders], senders, helpers, hosted)
+                out.host_s += np.where(np.isfinite(began), on_hosts - began, 0.0)
+                out.hosted += 1
+            p = block - hosted  # what the switch sums
+            if not p:  # all of it on hosts: the switch's window is not used
+                out.busy_s += np.where(np.isfinite(began), on_hosts - began, 0.0)
+                out.delivered = np.maximum(out.delivered, on_hosts)
+                self._opened.append(np.full(self.n, -np.inf))
+                continue
             start = ready[senders, bucket]
             if len(self._opened) >= self.window:
                 start = np.maximum(start, self._opened.popleft()[senders])
             s, e = self.links.send(senders, start, p)
+            e = np.maximum(e, s + p / self.window_pps)  # the window paces the stream
             sent, first, last = (np.full(self.n, np.nan) for _ in range(3))
             sent[senders] = s
             first[senders] = s + 1 / self.links.pps[senders] + lat
@@ -195,6 +218,10 @@ class SwitchAggregation:
             lost = retransmission_delay(p, self.net.loss, self.net.rto_s, self.rng, self.n)
             out.retransmissions += int(np.count_nonzero(lost))
             delivered += lost
+            out.switch_s += np.where(np.isfinite(began), delivered - began, 0.0)
+            if hosted:
+                delivered = np.maximum(delivered, on_hosts)
+            out.busy_s += np.where(np.isfinite(began), delivered - began, 0.0)
             out.delivered = np.maximum(out.delivered, delivered)
             self._opened.append(np.minimum(notice, delivered))
         return out
@@ -309,6 +336,29 @@ class SwitchAggregation:
             / self.net.host_add_Bps
         _, end = self.helper_links.send([h], summed, p)
         return float(end[0]) + lat + p / self.switch.complete_pps, float(first[h])
+
+    def _on_hosts(self, start, senders, helpers: list[int], p: int) -> np.ndarray:
+        """The part of a block summed on the helpers' hosts (RoundPlan.host_share,
+        docs/protocol.md §7.3): each sender's contributions go to the helpers (each sums 1/h of
+        the part), through the switch's pipeline when it has a rate; the helpers' results go
+        back through the switch's
+        multicast; on the same links as the switch's part, whose window leaves them idle
+        between its round trips. Returns when each worker holds the part's results."""
+        lat, links, n_s = self.net.latency_s, self.links, len(senders)
+        share = p / len(helpers)
+        outgoing = np.where(np.isin(senders, helpers), p - share, p)  # a helper keeps its own
+        _, up = links.send(senders, start, outgoing)
+        arrived = float(up.max()) + lat
+        agg = self.switch.pipeline_pps
+        if math.isfinite(agg):  # every forwarded contribution passes the switch's pipeline
+            arrived = self.pipe_free[0] = max(self.pipe_free[0], float(np.min(start)) + lat) \
+                + p * (n_s - 1) / agg
+        received = np.maximum(links.receive(helpers, float(np.min(start)) + lat,
+                                            share * (n_s - 1)), arrived)
+        summed = received + share * n_s * self.net.payload_bytes / self.net.host_add_Bps
+        _, sent = links.send(helpers, summed, share)
+        done = float(sent.max()) + lat + p / self.switch.complete_pps
+        return links.stream_down(np.arange(self.n), done, p) + lat
 
     def _at_server(self, first, last, senders, p: int) -> float:
         """ATP's fallback: the parameter server receives every contribution, sums them on its

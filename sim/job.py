@@ -9,11 +9,13 @@ Each iteration, the job's process does what ``host_lib.scheduling.policies.drive
    DDP buckets are released as backprop proceeds. A policy that ``delays_gradients`` starts a
    gradient when the plan gives a worker a share and delivers it when the plan makes it a
    contributor (Partial-Reduce); one that ``abandons_late_work`` (k-of-n) has a worker skip an
-   iteration that ``fanin`` others have already computed; one that ``steals_work`` (SA-ATP)
-   has the shares computed in micro-batches that finished workers take over (sim.stealing);
+   iteration that ``fanin`` others have already computed; a plan that says ``steal`` (SA-ATP)
+   has the shares computed in micro-batches that finished workers take over, each worker ending
+   with its reserve in one pass through DDP (host_lib.scheduling.stealing_model);
 3. aggregate through the job's switch (or ring, or parameter server) under the plan;
-4. feed the history (step times, samples; communication times one iteration late) and
-   ``policy.observe`` the aggregate.
+4. feed the history (step times, samples, the pass through DDP and how much of it overlapped the
+   gradient's communication; communication times one iteration late) and ``policy.observe`` the
+   aggregate.
 
 An iteration ends when its update first exists on some worker (the testbed harness's
 measure). Host software costs that are neither compute nor network (planning, step-time
@@ -28,14 +30,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from host_lib.scheduling.policies.base import IterationPlan, StepHistory
+from host_lib.scheduling.policies.base import COMM_FIELDS, IterationPlan, StepHistory
 from host_lib.scheduling.policies.registry import make_policy
-from host_lib.scheduling.work_stealing import micro_batches
+from host_lib.scheduling.stealing_model import schedule
 from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.gradients import DigitsTraining, SignFlips
 from sim.network import Network, SwitchConfig
-from sim.stealing import stealing_schedule
 from sim.stragglers import Stragglers
 from sim.workloads import Workload
 
@@ -88,6 +89,7 @@ class JobResult:
     staleness: list[float] = field(default_factory=list)  # per iteration, mean (as weighted)
     accuracy: list[tuple[float, float]] = field(default_factory=list)  # (time, test accuracy)
     taken: int = 0
+    hosted: int = 0
     fallback: int = 0
     retransmissions: int = 0
     start: float = 0.0
@@ -120,7 +122,7 @@ class Job:
         self.result = JobResult(start=start)
         self.free = np.full(self.n, start)  # when each worker has finished its last iteration
         self.published = np.full(self.n, start)  # when its last step time was published
-        self.previous_comm: np.ndarray | None = None
+        self.previous_comm: tuple[np.ndarray, dict] | None = None  # comm_s, COMM_FIELDS
         # a gradient under way (delays_gradients): start, emulated compute time (reported),
         # extra delay, samples, iteration
         self.pending = np.full((5, self.n), np.nan)
@@ -135,7 +137,7 @@ class Job:
             yield self.env.timeout(max(0.0, float(starts.min()) - self.env.now))
             plan = self.policy.plan(it, self.history)
             step = (self._delayed if self.policy.delays_gradients
-                    else self._stealing if self.policy.steals_work else self._synchronous)
+                    else self._stealing if plan.steal else self._synchronous)
             yield from step(it, plan, starts)
 
     # -- the two ways of running a plan --------------------------------------------------------
@@ -159,33 +161,31 @@ class Job:
                  if self.training else {})
         outcome = yield from self._call(ready, plan, sends, computed + call)
         samples = np.where(sends, shares, 0)
-        self._finish(it, plan, busy, samples, computed,
-                     starts + busy, outcome, grads, np.zeros(self.n))
+        self._finish(it, plan, busy, samples, computed, starts + busy, outcome, grads,
+                     np.zeros(self.n), busy)
 
     def _stealing(self, it: int, plan: IterationPlan, starts: np.ndarray):
-        """Micro-batches, own and stolen; the last one a worker computes goes through DDP, so
-        its buckets are released as that micro-batch's backprop proceeds (the earlier ones'
-        gradients only add to them). Each worker's slowness this iteration is its step
-        slowdown and noise (contention taken at the step's start)."""
+        """Micro-batches, own and stolen; each worker ends with its reserve in one pass through
+        DDP, so its buckets are released as that pass's backprop proceeds (the earlier
+        micro-batches' gradients only add to them). Each worker's slowness this iteration is
+        its step slowdown and noise (contention taken at the step's start)."""
         slowness, delay = self.spec.stragglers.durations(it, starts, np.ones(self.n))
         profile, spec = self.spec.workload.profile, self.spec
-        ends, samples, done = stealing_schedule(plan.shares, spec.micro_batches, profile.c,
-                                                profile.a, slowness, starts, spec.costs.claim_s)
-        computed = ends + delay  # as in _synchronous: the extra delay ends the step
+        s = schedule(plan.shares, spec.micro_batches, slowness * profile.c,
+                     slowness * profile.a, starts, spec.costs.claim_s, plan.keep_s,
+                     plan.per_sample_s, plan.kappa)
+        computed = s.ends + delay  # as in _synchronous: the extra delay ends the step
         sends = np.array([plan.contributes(w) for w in range(self.n)])
         call = self.spec.costs.call(plan)
-        last = np.array([slowness[w] * (profile.a * _last_size(plan.shares, spec.micro_batches,
-                                                                 done[w])
-                                        + (profile.c if len(done[w]) == 1 else 0.0))
-                         for w in range(self.n)])
         ready = np.where(sends[:, None],
-                         computed[:, None] - last[:, None] * (1 - self.frac) + call, np.nan)
+                         computed[:, None] - s.pass_s[:, None] * (1 - self.frac) + call, np.nan)
         # Every sample is summed once, whoever computed it: the sum is the shares' sum.
         grads = ({w: self.training.gradient(it, plan.shares, w) for w in np.flatnonzero(sends)}
                  if self.training else {})
         outcome = yield from self._call(ready, plan, sends, computed + call)
-        self._finish(it, plan, ends - starts, np.where(sends, samples, 0), computed, ends,
-                     outcome, grads, np.zeros(self.n))
+        self._finish(it, plan, s.ends - starts, np.where(sends, s.samples, 0), computed, s.ends,
+                     outcome, grads, np.zeros(self.n), s.pass_s,
+                     np.where([bool(d) for d in s.done], slowness * profile.c, np.nan))
 
     def _delayed(self, it: int, plan: IterationPlan, starts: np.ndarray):
         start, length, late, samples, started = self.pending
@@ -209,7 +209,7 @@ class Job:
         outcome = yield from self._call(ready, plan, members, delivers + call)
         self._finish(it, plan, np.where(members, length, 0.0),
                      np.where(members, samples, 0), delivers, delivers, outcome, grads,
-                     staleness)
+                     staleness, np.zeros(self.n))
         self.pending[:, members] = np.nan
 
     # -- shared steps -----------------------------------------------------------------------
@@ -220,6 +220,7 @@ class Job:
             outcome.delivered = np.maximum(outcome.delivered, self._link_floor(plan, sends,
                                                                                joined))
         self.result.taken += outcome.taken
+        self.result.hosted += outcome.hosted
         self.result.fallback += outcome.fallback
         self.result.retransmissions += outcome.retransmissions
         if outcome.summed is None:
@@ -251,16 +252,24 @@ class Job:
         return skip
 
     def _finish(self, it, plan, dur, samples, published, compute_end, outcome, grads,
-                staleness) -> None:
+                staleness, pass_s, fixed_s=None) -> None:
         end = outcome.delivered + self.spec.costs.finish_s
         self.free = end
         self.published = published
-        self.history.add(dur, samples)
+        # The pass through DDP releases its first bucket after frac.min() of it: what of the
+        # gradient's communication it can overlap (the testbed's one bucket, none).
+        self.history.add(dur, samples, pass_s=pass_s,
+                         lead_s=np.asarray(pass_s) * (1 - self.frac.min()),
+                         claim_s=np.full(self.n, self.spec.costs.claim_s if plan.steal
+                                         else np.nan), fixed_s=fixed_s)
         if self.previous_comm is not None:
-            self.history.add_comm(self.previous_comm)
+            comm, measured = self.previous_comm
+            self.history.add_comm(comm, **measured)
         # As the testbed's trainer measures it: from the end of this worker's compute (or the
         # delivery of its gradient) to the end of its iteration, the call's host costs included.
-        self.previous_comm = end - compute_end
+        self.previous_comm = (end - compute_end, {
+            name: getattr(outcome, name) for name in COMM_FIELDS
+            if getattr(outcome, name) is not None})
         weights = np.array(plan.weights()) * outcome.summed
         if self.training:
             summed = [grads[w] for w in np.flatnonzero(outcome.summed) if w in grads]
@@ -276,10 +285,3 @@ class Job:
                               or it == self.spec.iterations - 1):
             r.accuracy.append((r.ends[-1] - r.start, self.training.accuracy()))
 
-
-def _last_size(shares, pieces: int, done: list[tuple[int, int]]) -> int:
-    """The samples of the last micro-batch a worker computed (0 if none)."""
-    if not done:
-        return 0
-    owner, index = done[-1]
-    return len(micro_batches(np.arange(shares[owner]), pieces)[index])

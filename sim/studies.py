@@ -41,6 +41,7 @@ METHODS = {  # name: (communication, policy)
     "switch": ("switch", "synchronous"),
     "sa-atp-takeover": ("switch", "sa-atp-takeover"),
     "sa-atp": ("switch", "sa-atp"),
+    "sa-atp-no-takeover": ("switch", "sa-atp-no-takeover"),
     "dpar": ("switch", "dpar"),
     "boa": ("switch", "boa"),
     "partial-reduce": ("switch", "partial-reduce"),
@@ -51,6 +52,7 @@ SHARING = {  # multi-job methods: (policy, shared pool: None, or what a block th
     "atp": ("synchronous", "server"),
     "sa-atp-takeover": ("sa-atp-takeover", "sender"),
     "sa-atp": ("sa-atp", "sender"),
+    "sa-atp-no-takeover": ("sa-atp-no-takeover", "sender"),
 }
 POOL_SLOTS = 1024  # aggregators of the switch shared by several jobs
 JOB_WORKERS = 8
@@ -106,7 +108,8 @@ def studies(quick: bool = False) -> list[Study]:
         _sweep("workers", "Workers (one in 32 three times slower)", "workers", "workers",
                pick((8, 32, 128, 1024), (8, 128))),
         _sweep("scaling", "Workers, no straggler (VGG-16)", "workers", "workers",
-               pick((8, 32, 128, 1024), (8, 128)), methods=("ring", "ps", "switch", "sa-atp"),
+               pick((8, 32, 128, 1024), (8, 128)),
+               methods=("ring", "ps", "switch", "sa-atp", "sa-atp-no-takeover"),
                model="vgg16", scenario="none"),
         _sweep("factor", "Straggler slowdown (one worker of 32)", "slowdown", "factor",
                pick((1.0, 1.5, 2.0, 3.0, 4.0), (1.0, 3.0))),
@@ -142,6 +145,7 @@ def run_case(case: Case, iterations: int, warmup: int, seeds: int = SEEDS) -> di
            "summed": round(float(np.mean([r.summed[warmup:] for r in first])), 4),
            "staleness": round(float(np.mean([r.staleness[warmup:] for r in first])), 4),
            "taken": sum(r.taken for r in first),
+           "hosted": sum(r.hosted for r in first),
            "fallback": sum(job.fallback for r in runs for job in r)}
     if case.jobs > 1:
         row["others_ms"] = round(float(np.mean(np.concatenate(steady[1:]))) * 1e3, 3)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from experiments import digits
+from host_lib.engine.quantize import num_blocks
 from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import StepHistory
 from host_lib.scheduling.policies.detection import StragglerDetector, _nanmedian
@@ -143,10 +144,12 @@ def inputs(worker: int, call: int, n: int) -> np.ndarray:
 def straggling_calls(comm, arg):
     """Three calls; a held worker (``gate``: where it says which chunk its call starts at, and
     one event per call) starts each one only once the test lets it; some workers are slow to act
-    on their helper duty (a longer takeover timer than the others')."""
-    elements, helpers, stragglers, takeover_after, gate = arg
+    on their helper duty (a longer takeover timer than the others'); ``host_share`` of each
+    call's chunks may be summed on the helpers' hosts."""
+    elements, helpers, stragglers, takeover_after, gate, host_share = arg
     plan = RoundPlan(helpers=helpers, stragglers=frozenset(stragglers),
-                     takeover_after=takeover_after.get(comm.config.worker, 0.01))
+                     takeover_after=takeover_after.get(comm.config.worker, 0.01),
+                     host_share=host_share)
     results, stats = [], []
     for call in range(3):
         if gate is not None:
@@ -176,14 +179,15 @@ def all_seen(conditions, start: int):
 
 def run_takeover(tmp_path, n=4, elements=5_000, held=3, until=None, helpers=(0, 1, 2),
                  stragglers=(3,), loss=0.0, impairment=None, takeover_after=None,
-                 **comm_options):
-    """Three calls of ``n`` workers, worker ``held`` held back each time until every condition
-    of ``until`` (default: a chunk taken over) holds on the switch; the exact sums checked, the
-    workers' call statistics returned. 5000 elements: 79 chunks a call, more than twice round
-    the 16 slots of both shadow sets."""
+                 host_share=0.0, **comm_options):
+    """Three calls of ``n`` workers, worker ``held`` (if any) held back each time until every
+    condition of ``until`` (default: a chunk taken over) holds on the switch; the exact sums
+    checked, the workers' call statistics returned. 5000 elements: 79 chunks a call, more than
+    twice round the 16 slots of both shadow sets."""
     until = until or [taken_over()]
     mp = multiprocessing.get_context("spawn")
     gate = (mp.Queue(), [mp.Event() for _ in range(3)])
+    comm_options = {"stall_timeout": 600.0} | comm_options
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         if loss:
             cluster.controller.set_loss(loss)
@@ -191,21 +195,28 @@ def run_takeover(tmp_path, n=4, elements=5_000, held=3, until=None, helpers=(0, 
         group = cluster.start_workers(
             straggling_calls,
             {1: [(elements, helpers, stragglers, takeover_after or {},
-                  gate if w == held else None) for w in range(n)]},
-            impairment=impairment, stall_timeout=600.0, **comm_options)
-        for call in range(3):
+                  gate if w == held else None, host_share) for w in range(n)]},
+            impairment=impairment, **comm_options)
+        for call in range(3 if held is not None else 0):
             seen = all_seen(until, gate[0].get(timeout=300))
             wait_for(lambda: seen(aggregators(cluster, 1)),  # noqa: B023 - used at once
                      f"call {call}: chunks taken over as the test needs", poll=0.05)
             gate[1][call].set()
         results = group.join(300)
+    stats = {w: results[(1, w)][1] for w in range(n)}
     reference = AllreduceReference(n)
     want = [reference([inputs(w, c, elements) for w in range(n)]) for c in range(3)]
+    floats = [np.sum([inputs(w, c, elements).astype(np.float64) for w in range(n)], axis=0)
+              for c in range(3)]
     for w in range(n):
         for c in range(3):
-            np.testing.assert_array_equal(results[(1, w)][0][c], want[c],
-                                          err_msg=f"worker {w}, call {c}")
-    return {w: results[(1, w)][1] for w in range(n)}
+            got = results[(1, w)][0][c]
+            if stats[w][c].fallback is None:
+                np.testing.assert_array_equal(got, want[c], err_msg=f"worker {w}, call {c}")
+            else:  # gloo's float32 sum of the raw inputs, the same on every worker
+                np.testing.assert_allclose(got, floats[c], rtol=1e-6, atol=1e-6)
+                np.testing.assert_array_equal(got, results[(1, 0)][0][c])
+    return stats
 
 
 @pytest.mark.parametrize("loss, shards", [(0.0, 1), (0.01, 1), (0.05, 1), (0.01, 2)])
@@ -246,6 +257,32 @@ def test_an_undetected_straggler_among_the_helpers(tmp_path):
     designated helper is the straggler itself are taken by the next helper."""
     stats = run_takeover(tmp_path, helpers=(0, 1, 2, 3), stragglers=())
     assert sum(s.takeovers for w in (0, 1, 2) for s in stats[w]) > 0
+
+
+@pytest.mark.parametrize("loss,impairment", [(0.0, None), (0.01, None), (0.05, None),
+                                             (0.0, {"duplicate": 0.1, "reorder": 0.1,
+                                                    "seed": 3})],
+                         ids=["clean", "1%", "5%", "duplicated-reordered"])
+def test_chunks_summed_on_hosts_are_exact(tmp_path, loss, impairment):
+    """Three quarters of each call's chunks summed on the helpers' hosts (docs/protocol.md
+    §7.3), a straggler late to every call, loss on the switch's ports, or every link
+    duplicating and reordering: every worker gets the exact sum, the helpers summed chunks and
+    the straggler sent its contributions straight to them."""
+    stats = run_takeover(tmp_path, loss=loss, impairment=impairment, host_share=0.75)
+    hosted = {w: sum(s.host_chunks for s in stats[w]) for w in stats}
+    assert len(set(hosted.values())) == 1 and hosted[0] == 3 * int(0.75 * num_blocks(5_000))
+    assert sum(s.helper_results for w in (0, 1, 2) for s in stats[w]) >= hosted[0]
+    assert sum(s.helper_data for s in stats[3]) >= hosted[0]
+    assert all(s.fallback is None for w in stats for s in stats[w])
+
+
+def test_a_helper_whose_link_dies_leaves_exact_sums_through_the_fallback(tmp_path):
+    """Worker 1, a helper of chunks summed on hosts, loses every frame from the first call on:
+    no chunk it helps with completes, and every worker completes every call through the gloo
+    fallback instead, with the exact sum."""
+    stats = run_takeover(tmp_path, host_share=0.5, held=None, impairment={1: {"drop": 1.0}},
+                         distributed=True, silence_timeout=2.0, stall_timeout=4.0)
+    assert all(s.fallback is not None for w in stats for s in stats[w])
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -52,6 +52,7 @@ class RoundArrays(NamedTuple):
 
     rows: np.ndarray
     done: np.ndarray
+    done_at: np.ndarray
     taken_by: np.ndarray
     sent_at: np.ndarray
     deadline: np.ndarray
@@ -125,6 +126,8 @@ def run_round(io, pollfds, rx, r, cfg, rto_state, ask_state, clock, out, stop):
                 rx.run_js, rx.copies)
             if end:
                 r.counters[_COMPLETED] += end
+                for i in range(end):
+                    r.done_at[rx.run_js[i]] = now
                 if clean:
                     rto.sample(rto_state, now - clean_sent / clean)
                 for i in range(n_copies):

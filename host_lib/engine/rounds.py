@@ -29,6 +29,12 @@ class RoundPlan:
     over once it has waited ``takeover_after`` seconds (at least two RTOs) and, where ``stragglers``
     are known, only stragglers are missing. ``expected`` is the bitmap of workers whose
     contributions complete a chunk (0: every worker of the job).
+
+    ``host_share`` of a call's chunks, its first ones, are summed on hosts instead of in the
+    switch (docs/protocol.md §7.3): each starts taken over by its helper, every worker sends its
+    contribution there, and the helper's result goes back through the switch's multicast. The
+    switch's window then carries only the rest; helpers that sum what the switch has no room for
+    (ATP's parameter server, on the leading workers).
     """
 
     contribute: bool = True  # False: sit the call out, recover results with probes (DPAR)
@@ -37,11 +43,16 @@ class RoundPlan:
     stragglers: frozenset[int] = frozenset()
     expected: int = 0
     takeover_after: float = 0.0
+    host_share: float = 0.0
 
     def helper(self, chunk: int) -> int | None:
         if not self.helpers:
             return None
         return self.helpers[chunk % len(self.helpers)]
+
+    def host_chunks(self, chunks: int) -> int:
+        """How many of a call's ``chunks`` (its first ones) are summed on hosts."""
+        return int(self.host_share * chunks) if self.helpers else 0
 
 
 class SwitchSilent(RuntimeError):
@@ -74,13 +85,18 @@ class CallStats:
     taken: int = 0  # chunks of this call resolved by a takeover
     helper_data: int = 0  # contributions sent to helpers
     helper_results: int = 0  # chunks this worker completed as a helper
+    host_chunks: int = 0  # chunks of this call summed on hosts (RoundPlan.host_share)
     bounces: Counter = field(default_factory=Counter)
     rejected: Counter = field(default_factory=Counter)  # frames refused, by reason (frame_filter)
     elapsed_s: float = 0.0
+    # from the call's start to the last result of a chunk the switch summed, and of one helpers
+    # summed on their hosts (0 where there was none)
+    switch_s: float = 0.0
+    host_s: float = 0.0
     fallback: str | None = None
 
     def add(self, other: CallStats) -> None:
-        for name in COUNTS + ("elapsed_s",):
+        for name in COUNTS + ("elapsed_s", "switch_s", "host_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.bounces.update(other.bounces)
         self.rejected.update(other.rejected)
@@ -96,6 +112,8 @@ CHUNK_STATE = {
     "retries": (np.int32, 0),  # retransmissions (Karn's rule, statistics)
     "backoff": (np.int32, 0),  # timer doublings since the last sign of life
     "done": (np.bool_, False),
+    "done_at": (np.float64, np.nan),  # when its result came (monotonic)
+    "host": (np.bool_, False),  # summed on a host from the start (never the switch)
     "taken_by": (np.int16, -1),  # helper of a taken-over chunk
     "included": (np.bool_, False),  # the switch's sum holds our contribution
     "attempt": (np.int32, 0),  # which peer we ask for a lost result

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from host_lib.engine.config import CommunicatorConfig
+from host_lib.engine.links import as_frame_link
 from protocol import constants as P
 from protocol.codec import Frame, Header, encode_frame, frame_lanes
 
@@ -19,10 +20,15 @@ _HEADER_OFFSET = P.ETH_LEN + P.IPV4_LEN + P.UDP_LEN
 class Sender:
     def __init__(self, link, config: CommunicatorConfig):
         self.link = link
+        self._batches = as_frame_link(link)
         self.config = config
 
     def send(self, frame) -> None:
         self.link.send(frame)
+
+    def send_batch(self, frames: np.ndarray) -> None:
+        """Frames as they are, in one batch (a structured array of FRAME_DTYPE)."""
+        self._batches.send_batch(frames)
 
     def control(self, op: int, chunk: int, lanes=None, **fields) -> None:
         """A frame of this worker about ``chunk`` (its slot and set from the window)."""

@@ -20,6 +20,7 @@ worker's configuration and the round-trip timer, and it sends only through the
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ from host_lib.engine.sender import Sender
 from protocol import constants as P
 from protocol.codec import field_offset, frame_lanes
 
-_VER_OP, _FLAGS, _REASON = (field_offset(name) for name in ("ver_op", "flags", "reason"))
+_VER_OP, _FLAGS, _REASON, _BITMAP_AT = (field_offset(name)
+                                        for name in ("ver_op", "flags", "reason", "bitmap"))
+_BITMAP = struct.Struct("!I")
 _DUTY_LIFETIME = 60.0  # seconds a completed helper duty keeps answering retransmissions
 _NAMED_LIMIT = 1 << 16  # chunks whose helper the switch named, kept to redirect late frames
 
@@ -184,6 +187,26 @@ class Takeover:
         rnd.takeover_look = look if len(ready) == due_now else -np.inf
         return look
 
+    def to_helpers(self, rnd: Round, stats: CallStats, js: np.ndarray) -> None:
+        """:meth:`to_helper` for the taken-over chunks ``js`` of ``rnd``, those for other
+        workers in one batch (a call's chunks summed on hosts all start taken over)."""
+        mine = rnd.taken_by[js] == self.config.worker
+        for j in js[mine].tolist():
+            self.to_helper(rnd, stats, j, self.config.worker)
+        js = js[~mine]
+        if not len(js):
+            return
+        frames = rnd.frames[js].copy()  # to the switch, which forwards each to its helper
+        frames["ver_op"] = (P.VERSION << 4) | P.Op.HELPER_DATA
+        probe = int(P.Flag.PROBE)  # an IntFlag would not cast to uint8
+        frames["flags"] = ((frames["flags"] | probe) if not rnd.plan.contribute
+                           else (frames["flags"] & (~probe & 0xFF)))
+        frames["reason"] = rnd.taken_by[js]
+        frames["bitmap"] = np.where(rnd.host[js], self._expected(rnd), 0)
+        self.sender.send_batch(frames)
+        stats.packets_sent += len(js)
+        stats.helper_data += len(js)
+
     def to_helper(self, rnd: Round, stats: CallStats, j: int, helper: int) -> None:
         """Our contribution to a taken-over chunk, straight to its helper (a worker that sits
         the call out sends a probe, which only asks for the result)."""
@@ -202,9 +225,15 @@ class Takeover:
         frame[_FLAGS] = ((frame[_FLAGS] | P.Flag.PROBE) if probe
                          else (frame[_FLAGS] & ~P.Flag.PROBE & 0xFF))
         frame[_REASON] = helper
+        if rnd.host[j]:
+            _BITMAP.pack_into(frame, _BITMAP_AT, self._expected(rnd))
         self.sender.send(frame)
         stats.packets_sent += 1
         stats.helper_data += 1
+
+    def _expected(self, rnd: Round) -> int:
+        """Whom a chunk of ``rnd`` summed on hosts waits for (the bitmap its frames carry)."""
+        return rnd.plan.expected or self.config.all_workers
 
     def _duty(self, chunk: int, plan: RoundPlan) -> HelperDuty:
         duty = self.duties.get(chunk)
@@ -215,7 +244,10 @@ class Takeover:
         return duty
 
     def helper_data(self, stats: CallStats, chunk: int, worker: int, flags: int,
-                     frame: memoryview, exp: int, scale: int) -> None:
+                     frame: memoryview, exp: int, scale: int, expected: int = 0) -> None:
+        """A contribution to ``chunk`` for us as its helper. ``expected`` (the frame's bitmap)
+        is non-zero for a chunk summed on hosts from the start (docs/protocol.md §7.3): the
+        contributors it waits for, whatever round we have reached."""
         duty = self.duties.get(chunk)
         if duty is not None and duty.result is not None:
             self._send_result(duty)  # the sender missed the result: send it again
@@ -232,7 +264,11 @@ class Takeover:
             return
         if flags & P.Flag.PROBE:
             return  # only asks for a result we do not have yet
-        if duty is None:
+        if duty is None and expected:  # summed on hosts: the sender's plan names us
+            duty = self.duties[chunk] = HelperDuty(
+                chunk, chunk % self.config.window, (chunk // self.config.window) % 2, expected)
+            self._add_recent_own(duty)
+        elif duty is None:
             named = flags & P.Flag.COPY  # forwarded by a peer that heard the switch name us
             if (self.plan.helper(chunk) != self.config.worker and helper != self.config.worker
                     and not named):
@@ -247,15 +283,19 @@ class Takeover:
             duty = self._duty(chunk, self.plan)
             self.sender.control(P.Op.TAKEOVER, chunk)
             stats.takeovers += 1
-            for rnd in self._recent:
-                j = rnd.index(chunk)
-                if j is not None and rnd.plan.contribute:
-                    self._add_own(duty, rnd, j)
+            self._add_recent_own(duty)
         try:
             duty.add_direct(worker, frame_lanes(frame), exp, scale)
         except ValueError as exc:
             raise ProtocolError(str(exc)) from None
         self._maybe_complete(duty, stats)
+
+    def _add_recent_own(self, duty: HelperDuty) -> None:
+        """Our own contribution to a new duty's chunk, if a recent round of ours has it."""
+        for rnd in self._recent:
+            j = rnd.index(duty.chunk)
+            if j is not None and rnd.plan.contribute:
+                self._add_own(duty, rnd, j)
 
     def _add_own(self, duty: HelperDuty, rnd: Round, j: int) -> None:
         f = rnd.frames[j]

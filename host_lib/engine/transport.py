@@ -202,8 +202,8 @@ class Transport:
             if direct.all():
                 self._batches.send_batch(rnd.frames[js])
             else:
-                for j in (np.flatnonzero((rnd.taken_by[js] >= 0) & ~rnd.done[js]) + lo).tolist():
-                    self.takeover.to_helper(rnd, stats, j, int(rnd.taken_by[j]))
+                self.takeover.to_helpers(
+                    rnd, stats, np.flatnonzero((rnd.taken_by[js] >= 0) & ~rnd.done[js]) + lo)
                 if direct.any():
                     self._batches.send_batch(rnd.frames[js][direct])
             stats.packets_sent += int(direct.sum())
@@ -247,10 +247,11 @@ class Transport:
                 # keeps us sure it is alive, and tells us if it now names another helper or
                 # holds the result.
                 self.takeover.to_helper(rnd, stats, j, helper)
-                probe = bytearray(rnd.frame(j))
-                probe[_FLAGS] |= P.Flag.PROBE
-                self.sender.send(probe)
-                stats.packets_sent += 1
+                if not rnd.host[j]:  # (a chunk summed on a host was never the switch's)
+                    probe = bytearray(rnd.frame(j))
+                    probe[_FLAGS] |= P.Flag.PROBE
+                    self.sender.send(probe)
+                    stats.packets_sent += 1
             elif rnd.attempt[j]:
                 self.takeover.to_helper(rnd, stats, j, self._peer(rnd, j))  # see STALE in _bounce
                 rnd.attempt[j] += 1
@@ -335,6 +336,7 @@ class Transport:
             rnd.pending_at, rnd.taken_by, self._run_js, self._copies)
         if stop == start:
             return stop
+        rnd.done_at[self._run_js[:stop - start]] = now
         rnd.completed += stop - start
         stats.results += stop - start
         # Karn's rule; one sample per run of results (their mean), as TCP takes about one per
@@ -382,7 +384,8 @@ class Transport:
         op = ver_op & 0xF
         if op == P.Op.HELPER_DATA:
             contributor = fanin if flags & P.Flag.COPY else worker
-            self.takeover.helper_data(stats, chunk, contributor, flags, frame, exp, scale)
+            self.takeover.helper_data(stats, chunk, contributor, flags, frame, exp, scale,
+                                      bitmap)
             return True
         if op == P.Op.PARTIAL or (op == P.Op.BOUNCE and reason == P.Bounce.TAKEN):
             self.takeover.name(chunk, worker)  # the switch names the chunk's helper

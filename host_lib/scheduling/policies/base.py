@@ -43,6 +43,19 @@ class IterationPlan:
     # its share), and the factor each contributor scales its gradient by (None: 1).
     delivered: tuple[int, ...] | None = None
     discounts: tuple[float, ...] | None = None
+    # Work-stealing policies (Policy.steals_work): whether this iteration's shares are computed
+    # in micro-batches that finished workers may take over, how long the compute pass through
+    # DDP that ends each worker's step should last at least so that its backward hides the
+    # gradient's communication, each worker's compute time per sample as last measured (what a
+    # straggler goes by until it has measured its own in this iteration, and what thieves
+    # expect of the owners they might take from), and the step's fixed cost in samples
+    # (host_lib.scheduling.work_stealing).
+    steal: bool = False
+    keep_s: float = 0.0
+    per_sample_s: tuple[float, ...] | None = None
+    kappa: float = 0.0
+    # The share of each call's chunks the helpers sum on their hosts (RoundPlan.host_share)
+    host_share: float = 0.0
 
     @property
     def n_workers(self) -> int:
@@ -65,7 +78,8 @@ class IterationPlan:
         """How ``worker``'s transport takes part in this iteration's allreduce calls."""
         return RoundPlan(contribute=self.contributes(worker), fanin=self.fanin,
                          helpers=self.helpers, stragglers=self.stragglers,
-                         expected=self.contributors, takeover_after=self.takeover_after)
+                         expected=self.contributors, takeover_after=self.takeover_after,
+                         host_share=self.host_share)
 
 
 def even_shares(total: int, workers: int) -> tuple[int, ...]:
@@ -73,24 +87,60 @@ def even_shares(total: int, workers: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(workers))
 
 
+# Measured with each iteration's compute, beside its time and samples (the cost models of
+# :mod:`host_lib.scheduling.policies.cost_model` read them): how long the worker's last compute
+# pass through DDP took (the pass whose backward hands DDP's buckets to the communication), for
+# how long of that pass its first bucket was already on its way (what communication overlapped),
+# the mean round trip of its work-stealing claims, and the step's fixed cost (what its first
+# micro-batch took beyond its samples' share; both NaN where it computed no micro-batches).
+STEP_FIELDS = ("pass_s", "lead_s", "claim_s", "fixed_s")
+# Measured one iteration later, with the communication time: per worker, how long its
+# allreduce calls took together (a call waits for the peers' contributions too, except the
+# one of the worker whose buckets come last: its calls take what the gradient's communication
+# does), and how long of that until the last result of a chunk the switch summed and of one
+# the helpers summed on their hosts (CallStats.switch_s, host_s).
+COMM_FIELDS = ("busy_s", "switch_s", "host_s")
+
+
 @dataclass
 class StepHistory:
     """Every worker's compute time (s) and samples, per iteration so far, and, one iteration
     behind, the time from the end of each worker's compute to the end of the iteration
-    (communication, and waiting for others)."""
+    (communication, and waiting for others). ``measured`` holds the other series of
+    STEP_FIELDS and COMM_FIELDS (NaN where a worker did not report one)."""
 
     n_workers: int
     compute_s: list[np.ndarray] = field(default_factory=list)
     samples: list[np.ndarray] = field(default_factory=list)
     comm_s: list[np.ndarray] = field(default_factory=list)
+    measured: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
-    def add(self, compute_s, samples) -> None:
+    def add(self, compute_s, samples, **measured) -> None:
         self.compute_s.append(np.asarray(compute_s, np.float64))
         self.samples.append(np.asarray(samples, np.int64))
+        self._add(STEP_FIELDS, measured)
 
-    def add_comm(self, comm_s) -> None:
+    def add_comm(self, comm_s, **measured) -> None:
         """The communication times of the oldest iteration that has none yet."""
         self.comm_s.append(np.asarray(comm_s, np.float64))
+        self._add(COMM_FIELDS, measured)
+
+    def _add(self, names: tuple[str, ...], measured: dict) -> None:
+        unknown = set(measured) - set(names)
+        if unknown:
+            raise ValueError(f"unknown measurements {sorted(unknown)}")
+        for name in names:
+            value = measured.get(name)
+            self.measured.setdefault(name, []).append(
+                np.full(self.n_workers, np.nan) if value is None
+                else np.asarray(value, np.float64))
+
+    def series(self, name: str, k: int) -> np.ndarray:
+        """The last k iterations of a measured series (STEP_FIELDS, COMM_FIELDS or comm_s),
+        shape (k', n_workers)."""
+        values = self.comm_s if name == "comm_s" else self.measured.get(name, [])
+        return (np.stack(values[-k:]) if values and k > 0
+                else np.zeros((0, self.n_workers)))
 
     def comm_overhead(self, k: int = 5) -> float:
         """Recent time an iteration spends after the last compute ends: per iteration, the
@@ -122,7 +172,7 @@ class Policy(ABC):
     share is non-zero and delivers it when it contributes, possibly iterations later, scaled by
     ``IterationPlan.discount``); ``steals_work`` (shares are computed in micro-batches, and a worker
     that has finished its own takes micro-batches from the tail of a lagging worker's,
-    :mod:`host_lib.scheduling.work_stealing`).
+    :mod:`host_lib.scheduling.work_stealing`, in the iterations whose plan says ``steal``).
     """
 
     name: str = "policy"
@@ -137,7 +187,9 @@ class Policy(ABC):
 
     @abstractmethod
     def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
-        """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1."""
+        """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1. A
+        policy that ``uses_history`` must read nothing else: the driver plans it while the
+        gradient of ``iteration - 1`` is still being aggregated, before :meth:`observe`."""
 
     def observe(self, iteration: int, update: np.ndarray) -> None:
         """The aggregated gradient of ``iteration`` (the same on every worker), before the

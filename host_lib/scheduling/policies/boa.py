@@ -84,8 +84,11 @@ class Boa(Policy):
         shape = float(np.median(ratios)) if ratios else 0.0
         a, c = np.empty(self.n_workers), np.empty(self.n_workers)
         for w, (fit, (b, t)) in enumerate(zip(fits, pairs, strict=True)):
+            if fit is None and not len(b):  # no pairs (it computed nothing): as it was
+                fit = (None if self.models is None
+                       else (float(self.models[0][w]), float(self.models[1][w])))
             if fit is None:  # t = a (b + shape), fitted to its own times
-                fit_a = float(t.mean() / (b.mean() + shape))
+                fit_a = float(t.mean() / (b.mean() + shape)) if len(b) else 1.0
                 fit = (fit_a, fit_a * shape)
             a[w], c[w] = fit
         return a, c

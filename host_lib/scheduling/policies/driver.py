@@ -14,9 +14,21 @@ its own:
         loss.backward()                          # the comm hook aggregates with the plan
         driver.observe(it, flat_gradient)
 
-Policies that steal work (``steals_work``, SA-ATP) compute the share in micro-batches from
-:meth:`PolicyDriver.micro_batches` instead, accumulating gradients without synchronising, and
-let the comm hook run once they are done (experiments/train.py).
+Policies that steal work (``steals_work``, SA-ATP) compute the share, in the iterations whose
+plan says ``steal``, in micro-batches from :meth:`PolicyDriver.micro_batches` instead,
+accumulating gradients without synchronising, and end with their reserved micro-batches in one
+pass through DDP, whose backward runs the comm hook (experiments/train.py). The training loop
+reports what the cost models read with the step time: how long its pass through DDP took and
+how long of it the first bucket was already on its way (:meth:`PolicyDriver.computed`).
+
+A policy that plans from the history (``uses_history``) plans on one rank, the planner, which
+publishes each plan for the others (:mod:`host_lib.scheduling.policies.exchange`). Every rank
+asks for the next iteration's plan as soon as it has published its step time, on a thread of its
+own: waiting for the peers' step times, planning and fetching the plan then overlap the
+gradient's communication instead of delaying the next iteration's compute (SA-ATP's cost model
+replays several splits each iteration; on the 2-core testbed, every rank planning between
+iterations cost it 6-8 ms of a 47 ms iteration). Such a policy's plan reads nothing but the
+history (:meth:`Policy.plan`).
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
@@ -27,16 +39,50 @@ makes the rank a contributor; :meth:`PolicyDriver.reduce` aggregates it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import IterationPlan, Policy
-from host_lib.scheduling.policies.exchange import StepTimeExchange
+from host_lib.scheduling.policies.exchange import PLANNER, StepTimeExchange
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
-from host_lib.scheduling.work_stealing import MicroBatch, WorkStealing
+from host_lib.scheduling.work_stealing import (
+    Expectation,
+    MicroBatch,
+    WorkStealing,
+    slow_prior,
+)
+
+
+class PlanAhead:
+    """One iteration's plan, computed on a daemon thread (one still waiting for a peer's step
+    time must not keep the process alive); :meth:`result` waits for it and raises what it
+    raised."""
+
+    def __init__(self, iteration: int, compute: Callable[[], IterationPlan]):
+        self.iteration = iteration
+        self._done = threading.Event()
+        self._plan: IterationPlan | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(compute,), daemon=True,
+                         name=f"plan-{iteration}").start()
+
+    def _run(self, compute: Callable[[], IterationPlan]) -> None:
+        try:
+            self._plan = compute()
+        except BaseException as e:  # noqa: BLE001 - re-raised by result()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def result(self) -> IterationPlan:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._plan
 
 
 @dataclass
@@ -72,6 +118,9 @@ class PolicyDriver:
         self.exchange = StepTimeExchange(store, rank, world, job)
         self.pending: PendingGradient | None = None
         self.comm_s = math.nan  # this rank's communication time of the previous iteration
+        self.comm_measured: dict[str, float] = {}  # and its COMM_FIELDS
+        self.stole = False  # whether the current iteration's compute went through claims
+        self.ahead: PlanAhead | None = None  # the next iteration's plan, under way
 
     @property
     def through_switch(self) -> bool:
@@ -79,10 +128,22 @@ class PolicyDriver:
 
     def plan(self, it: int) -> IterationPlan:
         """The iteration's plan, identical on every rank (from every rank's step times of the
-        iterations before it, where the policy uses them)."""
-        history = (self.exchange.collect(it - 1) if self.policy.uses_history
-                   else self.exchange.history)
-        return self.policy.plan(it, history)
+        iterations before it, where the policy uses them): the one computed ahead, if any."""
+        ahead, self.ahead = self.ahead, None
+        plan = ahead.result() if ahead is not None else None  # joined: one collect at a time
+        if plan is None or ahead.iteration != it:
+            plan = self._plan(it)
+        self.stole = False
+        return plan
+
+    def _plan(self, it: int) -> IterationPlan:
+        if not self.policy.uses_history:
+            return self.policy.plan(it, self.exchange.history)
+        if self.rank != PLANNER:
+            return self.exchange.shared_plan(it)
+        plan = self.policy.plan(it, self.exchange.collect(it - 1))
+        self.exchange.share_plan(plan)
+        return plan
 
     def samples(self, it: int, plan: IterationPlan) -> np.ndarray:
         """This rank's share of the iteration's global batch. Shares may add up to less than
@@ -94,11 +155,24 @@ class PolicyDriver:
         batch = self.sampler.batch(it)[:sum(plan.shares)]
         return split(batch, list(plan.shares))
 
-    def micro_batches(self, it: int, plan: IterationPlan) -> Iterator[MicroBatch]:
-        """The micro-batches this rank computes in ``it`` under a work-stealing policy: its
-        own share's from the head, then other shares' from their tails (each is claimed when
-        the next one is asked for)."""
-        return self.stealing.iteration(it, self._shares(it, plan))
+    def micro_batches(self, it: int, plan: IterationPlan,
+                      per_sample_s: Callable[[], float | None] = lambda: None
+                      ) -> Iterator[MicroBatch]:
+        """The micro-batches this rank computes in ``it`` under a work-stealing plan: its own
+        share's from the head, then other shares' from their tails, then its reserve for the
+        pass through DDP (each is claimed when the next one is asked for; ``per_sample_s``
+        says how fast this rank computes in this iteration so far, None before it has
+        computed anything, when the plan's last measurement stands in for a straggler's:
+        :func:`~host_lib.scheduling.work_stealing.slow_prior`)."""
+        self.stole = True
+        prior = slow_prior(plan.per_sample_s, self.rank)
+
+        def speed() -> float | None:
+            measured = per_sample_s()
+            return prior if measured is None else measured
+
+        return self.stealing.iteration(it, self._shares(it, plan), plan.keep_s, speed,
+                                       Expectation(plan.per_sample_s, plan.kappa))
 
     def share(self, it: int, plan: IterationPlan) -> tuple[np.ndarray, RoundPlan]:
         """The samples this rank computes in a synchronous (DDP) step and how it takes part in
@@ -119,15 +193,24 @@ class PolicyDriver:
                 and plan.contributes(self.rank)
                 and self.exchange.finished(it) >= (plan.fanin or self.world))
 
-    def computed(self, it: int, compute_s: float, samples: int) -> None:
+    def computed(self, it: int, compute_s: float, samples: int, pass_s: float = math.nan,
+                 lead_s: float = math.nan, fixed_s: float = math.nan) -> None:
         """Publish this rank's compute time of ``it`` (as soon as its compute ends, before its
-        gradient is communicated)."""
-        self.exchange.publish(it, compute_s, samples, self.comm_s)
+        gradient is communicated), with how long its pass through DDP took (``pass_s``), for
+        how long of it its first bucket was already on its way (``lead_s``) and, when it
+        computed micro-batches, the step's fixed cost as they showed it (``fixed_s``)."""
+        claims = self.stealing.claim_s if self.stole else []
+        measured = {"pass_s": pass_s, "lead_s": lead_s, "fixed_s": fixed_s,
+                    "claim_s": float(np.mean(claims)) if claims else math.nan}
+        self.exchange.publish(it, compute_s, samples, self.comm_s, measured,
+                              self.comm_measured)
+        if self.policy.uses_history:
+            self.ahead = PlanAhead(it + 1, lambda: self._plan(it + 1))
 
-    def communicated(self, comm_s: float) -> None:
-        """This rank's communication time of the iteration that just ended (published with the
-        next iteration's step time)."""
-        self.comm_s = comm_s
+    def communicated(self, comm_s: float, **measured: float) -> None:
+        """This rank's communication time of the iteration that just ended, and its other
+        COMM_FIELDS (published with the next iteration's step time)."""
+        self.comm_s, self.comm_measured = comm_s, measured
 
     def observe(self, it: int, update: np.ndarray) -> None:
         """The aggregate of ``it`` (the same on every rank), before the next plan."""

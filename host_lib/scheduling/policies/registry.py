@@ -15,6 +15,7 @@ POLICIES = {
     "sa-atp-resplit": lambda n, b: SaAtp(n, b, takeover=True, compute_help=True,
                                          work_stealing=False),
     "sa-atp": lambda n, b: SaAtp(n, b, takeover=True, compute_help=True),
+    "sa-atp-no-takeover": lambda n, b: SaAtp(n, b, takeover=False, compute_help=True),
     "dpar": lambda n, b: Dpar(n, b),
     "boa": lambda n, b: Boa(n, b),
     "partial-reduce": lambda n, b: PartialReduce(n, b),
