@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from topologies import lifetime
+
 ROOT = Path(__file__).resolve().parent.parent
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
@@ -142,3 +144,31 @@ def test_no_process_outlives_a_bench_section(tmp_path, sig):
         sig)
     assert survivors == {}
     assert not (tmp_path / "results.json").exists()   # nothing half written
+
+
+HANGING_CLEANUP = """
+    import time
+
+    from topologies import lifetime
+
+    lifetime.exit_on_sigterm()
+    try:
+        print("ready", flush=True)
+        time.sleep(600)
+    finally:
+        time.sleep(600)  # a cleanup that never ends (a join on a thread blocked in a call)
+"""
+
+
+def test_a_cleanup_that_hangs_after_sigterm_ends_within_the_unwind_bound(tmp_path):
+    """After SIGTERM the process unwinds; if its cleanup has not ended UNWIND_S later, it ends
+    anyway, with SIGTERM's exit status."""
+    (tmp_path / "hang.py").write_text(textwrap.dedent(HANGING_CLEANUP))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "hang.py"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the handler is installed
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=lifetime.UNWIND_S + 60) == 128 + signal.SIGTERM
+    assert time.monotonic() - sent >= lifetime.UNWIND_S  # the cleanup ran until the bound

@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 
 _PR_SET_PDEATHSIG = 1
 
@@ -48,12 +49,19 @@ def popen(cmd: list[str], sig: int = signal.SIGTERM, **kwargs) -> subprocess.Pop
     return subprocess.Popen(guarded(cmd, sig), **kwargs)
 
 
+UNWIND_S = 10.0  # how long the cleanup after a SIGTERM may take before the process ends anyway
+
+
 def exit_on_sigterm() -> None:
     """Make the first SIGTERM end this process as Ctrl-C does, by unwinding (``SystemExit``),
     so that cleanup runs; a second one ends it at once (children then get their signal from the
-    kernel)."""
+    kernel), and so does a cleanup still running UNWIND_S later (one that waits on a thread
+    blocked in a call kept a switch alive 30 s after its parent was killed, once under load)."""
     def unwind(signum, _frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        watchdog = threading.Timer(UNWIND_S, os._exit, args=(128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, unwind)
