@@ -102,14 +102,11 @@ class CostModel:
             self.speed = _speeds(history.compute_s[first], history.samples[first], kappa,
                                  self.speed)
             self.speeds.append(self.speed)
-            computed: dict[tuple[tuple[int, ...], bool], float] = {}  # splits often agree
-            for split, steal in options:
-                key = (tuple(proposals[split]), steal)
-                if key not in computed:
-                    computed[key] = self._compute(np.asarray(key[0]), self.speed, prior, kappa,
-                                                  steal, claim_s, keep_s)
-            self.replayed.append({(split, steal): computed[(tuple(proposals[split]), steal)]
-                                  for split, steal in options})
+            keys = {(split, steal): (tuple(proposals[split]), steal) for split, steal in options}
+            computed = {key: self._compute(np.asarray(key[0]), self.speed, prior, kappa,
+                                           key[1], claim_s, keep_s)
+                        for key in set(keys.values())}  # splits often agree
+            self.replayed.append({option: computed[key] for option, key in keys.items()})
             first += 1
         if not self.replayed:
             return Choice(self.splits[0], False, keep_s, {}, None)

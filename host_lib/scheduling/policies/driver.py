@@ -131,7 +131,7 @@ class PolicyDriver:
         iterations before it, where the policy uses them): the one computed ahead, if any."""
         ahead, self.ahead = self.ahead, None
         plan = ahead.result() if ahead is not None else None  # joined: one collect at a time
-        if plan is None or ahead.iteration != it:
+        if ahead is None or ahead.iteration != it:
             plan = self._plan(it)
         self.stole = False
         return plan

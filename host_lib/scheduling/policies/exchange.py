@@ -8,10 +8,10 @@ the other workers fetch: one rank reads the N records of an iteration and plans 
 every rank reading them all would cost the store N^2 reads and the job N plans per iteration.
 A worker that contributed to i - 1 necessarily published before the aggregation of i - 1 could
 complete, and a worker that sat i - 1 out publishes at its start, so collecting almost never
-waits. A record also carries the worker's communication time
-of the iteration before it (known only once that iteration ended), and the other measurements
-the cost models read (``STEP_FIELDS`` of the iteration, ``COMM_FIELDS`` of the one before). Old
-keys are deleted as they go out of use.
+waits. A record also carries the worker's communication time of the iteration before it (known
+only once that iteration ended), and the other measurements the cost models read
+(``STEP_FIELDS`` of the iteration, ``COMM_FIELDS`` of the one before). Old keys are deleted as
+they go out of use.
 
 A counter per iteration says how many workers have finished computing it, so that a worker that
 is late can tell whether the switch will still want its contribution (k-of-n).

@@ -55,10 +55,9 @@ class HostShare:
         before it, one iteration late."""
         measured = len(history.comm_s) - 1  # the latest iteration whose parts are known
         if 0 <= measured < len(self.used):
-            comm = history.comm_s[-1]
             # what of its communication the iteration waited for: the last worker to finish
             # computing waits for nobody
-            tail_s = float(np.nanmin(comm)) if np.isfinite(comm).any() else 0.0
+            tail_s = history.comm_overhead(1)
             used = self.used[measured]
             if not used and measured and tail_s:
                 self.alone_s = self.alone_s[-(BASELINE - 1):] + [tail_s]
