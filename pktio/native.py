@@ -39,7 +39,7 @@ OFFLOAD, MMSG = 0, 1  # NativeSocket modes (pktio.udp's "offload" and "mmsg")
 NAME_LEN = 32  # room for a sockaddr_in or sockaddr_in6
 MSG_DONTWAIT, MSG_TRUNC = 0x40, 0x20
 POLLIN = 0x1
-EINTR, EIO, EAGAIN, ECONNREFUSED = 4, 5, 11, 111
+EINTR, EIO, EAGAIN, EINVAL, ECONNREFUSED = 4, 5, 11, 22, 111
 CLOCK_MONOTONIC = 1
 _STAGING = 1 << 16
 # state: how sends go, a GRO train being handed out (start, end, segment size), the
@@ -47,6 +47,10 @@ _STAGING = 1 << 16
 _SEND_MODE, _TRAIN_START, _TRAIN_END, _TRAIN_SEG, _DEST_LEN, _RECV_MODE = range(6)
 # ... and the rows the receive headers point at (recvmmsg), so that they are set up once
 _PREPARED_ROWS, _PREPARED_ROOM, _PREPARED_STEP = 6, 7, 8
+# ... and the most segments a train may have: newer kernels take 128 (UDP_MAX_SEGMENTS, 64 before),
+# which halves the system calls per frame each way; an older kernel's EINVAL lowers it for good
+_MAX_TRAIN = 9
+_LONG_TRAIN = 128
 # struct msghdr (56 bytes) in int64 words; struct mmsghdr adds msg_len in word 7
 _NAME, _NAMELEN, _IOV, _IOVLEN, _CONTROL, _CONTROLLEN, _FLAGS, _MSG_LEN = range(8)
 _CMSG_GRO = SOL_UDP | (UDP_GRO << 32)  # cmsg_level and cmsg_type, as one word
@@ -194,7 +198,8 @@ class NativeSocket:
             raise ValueError(f"compiled batches need the offload or mmsg mode, not {mode!r}")
         if mode == "offload":
             sock.setsockopt(SOL_UDP, UDP_GRO, 1)
-        state = np.zeros(9, np.int64)
+        state = np.zeros(10, np.int64)
+        state[_MAX_TRAIN] = _LONG_TRAIN
         state[_SEND_MODE] = state[_RECV_MODE] = OFFLOAD if mode == "offload" else MMSG
         dest_raw = np.zeros(NAME_LEN, np.uint8)
         if dest is not None:
@@ -291,7 +296,7 @@ def send_rows(io, rows, lo, hi):
     sent = lo
     while sent < hi:
         if state[_SEND_MODE] == OFFLOAD:
-            step = min(MAX_SEGMENTS, MAX_UDP_PAYLOAD // io.size, hi - sent, len(iov))
+            step = min(state[_MAX_TRAIN], MAX_UDP_PAYLOAD // io.size, hi - sent, len(iov))
             vectors = step
             if rows.strides[0] == io.size:  # back to back: one I/O vector for the train
                 vectors = 1
@@ -332,6 +337,9 @@ def send_rows(io, rows, lo, hi):
             continue
         if err == EAGAIN or err == ECONNREFUSED:
             break
+        if err == EINVAL and state[_SEND_MODE] == OFFLOAD and state[_MAX_TRAIN] > MAX_SEGMENTS:
+            state[_MAX_TRAIN] = MAX_SEGMENTS  # an older kernel: for good
+            continue
         if err == EIO and state[_SEND_MODE] == OFFLOAD:
             state[_SEND_MODE] = MMSG  # the device cannot checksum segments for us: for good
             continue

@@ -126,3 +126,47 @@ def test_connected_sockets_send_to_their_peer():
         assert [g for g, _ in got] == [row.tobytes() for row in rows]
     tx.close()
     rx.close()
+
+
+# -- pktio.native: the same batches from compiled code ------------------------------------------
+
+def test_copy_bytes_copies_what_slicing_copies():
+    from pktio.native import copy_bytes
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        src = rng.integers(0, 256, 700, dtype=np.uint8)
+        dst = rng.integers(0, 256, 700, dtype=np.uint8)
+        n = int(rng.integers(0, 300))
+        a, b = int(rng.integers(0, 700 - n + 1)), int(rng.integers(0, 700 - n + 1))
+        want = dst.copy()
+        want[a:a + n] = src[b:b + n]
+        copy_bytes(dst, a, src, b, n)
+        assert (dst == want).all()
+    # strided views (a column of a 2-D array) are copied too, element by element
+    wide = rng.integers(0, 256, (40, 3), dtype=np.uint8)
+    column = np.zeros(40, np.uint8)
+    copy_bytes(column, 0, wide[:, 1], 0, 40)
+    assert (column == wide[:, 1]).all()
+
+
+def test_native_trains_arrive_whole_and_an_older_kernels_limit_is_learnt():
+    """A train of 128 segments where the kernel takes it (fewer system calls); where it refuses
+    the train (here: 129 segments, which every kernel refuses), the socket falls back to 64 and
+    loses nothing."""
+    if "offload" not in AVAILABLE:
+        pytest.skip("the kernel has no UDP segmentation offload")
+    from pktio import native
+
+    rows = reference(np.random.default_rng(6), 300, 324)
+    for limit in (native._LONG_TRAIN, native._LONG_TRAIN + 1):
+        tx, rx = udp(), udp()
+        sender = native.NativeSocket(tx, 324, dest=rx.getsockname())
+        sender.io.state[native._MAX_TRAIN] = limit
+        assert sender.send(np.ascontiguousarray(rows)) == len(rows)
+        got, _ = drain(UdpBatch(rx, "plain"), np.zeros((512, 400), np.uint8), len(rows))
+        assert [g for g, _ in got] == [row.tobytes() for row in rows]
+        if limit > native._LONG_TRAIN:
+            assert sender.io.state[native._MAX_TRAIN] == native.MAX_SEGMENTS
+        tx.close()
+        rx.close()
