@@ -124,8 +124,11 @@ def _load_serve() -> None:
               np.zeros(2), 0.0, np.ones(1, np.uint64))
 
 
-def _process(ready, parent: int, address, members: int, drop: float, seed: int) -> None:
+def _process(ready, parent: int, address, members: int, drop: float, seed: int,
+             cpus: frozenset[int] | None) -> None:
     lifetime.die_with_parent(parent)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     sock = reuseport_socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
@@ -149,9 +152,10 @@ def _process(ready, parent: int, address, members: int, drop: float, seed: int) 
 class Reflector:
     """K reflector processes on one UDP port of 127.0.0.1 (see the module doc). ``drop``: the
     probability that an answer is lost, per process (a number for all, or one per process),
-    for tests of loss recovery."""
+    for tests of loss recovery; ``cpus``: the cores they may run on (default: any)."""
 
-    def __init__(self, shards: int = 1, drop: float | list[float] = 0.0):
+    def __init__(self, shards: int = 1, drop: float | list[float] = 0.0,
+                 cpus: frozenset[int] | None = None):
         drops = drop if isinstance(drop, list) else [drop] * shards
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Queue()
@@ -159,7 +163,7 @@ class Reflector:
         address = ("127.0.0.1", 0)
         for k in range(shards):  # one at a time: the kernel numbers them in this order
             proc = ctx.Process(target=_process,
-                               args=(ready, os.getpid(), address, shards, drops[k], k + 1),
+                               args=(ready, os.getpid(), address, shards, drops[k], k + 1, cpus),
                                daemon=True)
             proc.start()
             self.procs.append(proc)

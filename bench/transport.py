@@ -6,9 +6,10 @@ link mode on one shard; the send ceiling; and the allreduce through the embedded
 What is measured is the host library, so the far end must not be the limit: the reflector
 (:mod:`bench.reflector`) answers each DATA frame at once with the RESULT a one-worker job would
 get from the switch, compiled, in as many processes as the worker has shards (the kernel hands
-each frame to the process of its slot). On a machine with fewer cores than shards plus
-reflectors, the shards share cores with the reflector: goodput then stops growing with shards
-(the 2-core development machine), and the ratio to linear scaling says so.
+each frame to the process of its slot). The reflector and the worker run on cores of their own
+(:func:`split_cores`); on a machine with fewer cores than shards plus reflectors, the shards
+share the worker's: goodput then stops growing with shards (the 2-core development machine,
+where the worker has one core), and the ratio to linear scaling says so.
 
 The baseline runs in a process of its own from the commit's tree (``git archive``), so that the
 same run compares the same machine under the same load; where git or the commit is missing (a
@@ -145,43 +146,73 @@ def _timed(comm: SwitchCommunicator, values: np.ndarray, out: np.ndarray):
     return call
 
 
+def split_cores(shards: int, cores: set[int]) -> tuple[set[int], set[int]]:
+    """The cores of the worker (with the baseline) and of a reflector of ``shards`` processes:
+    the reflector the last ``shards`` of them, at most half; the worker the rest. Apart, the
+    scheduler cannot put both ends on one core for part of a call: unpinned, four runs on the
+    2-core machine measured the single-shard ratio to the baseline at 1.25x to 1.66x (in the
+    worst, the worker waited 4.6 ms of a 15.5 ms call with its core idle); pinned, three runs
+    measured 1.70x to 1.72x. Where there is one core, nothing is pinned."""
+    ordered = sorted(cores)
+    far = ordered[len(ordered) - max(1, min(shards, len(ordered) // 2)):]
+    if len(far) == len(ordered):
+        return set(ordered), set(ordered)
+    return set(ordered) - set(far), set(far)
+
+
 def _sweep(values: np.ndarray, tree: Path | None) -> tuple[dict, dict, dict | None]:
     """Goodput at each shard count; on one shard, every other link mode's and the baseline's
     (None without it)."""
     out = np.empty_like(values)
     reference = values.copy()
     rows: dict = {}
-    for shards in shard_counts():
-        with Reflector(shards) as reflector:
-            comms = {"new": _communicator(reflector.address, shards)}
-            if shards == 1:
-                comms |= {f"mode_{m}": _communicator(reflector.address, 1, m)
-                          for m in ("mmsg", "plain")}
-            baseline = _Baseline(reflector.address, values.size, tree) if (
-                shards == 1 and tree is not None) else None
-            try:
-                for comm in comms.values():
-                    result = comm.allreduce(values, out=out)
-                    np.testing.assert_allclose(result, reference,
-                                               atol=float(np.abs(values).max()) * 1e-6)
-                calls = {name: _timed(comm, values, out) for name, comm in comms.items()}
-                if baseline is not None:
-                    calls["baseline"] = baseline.call
-                measured = _measure(calls)
-            finally:
-                for comm in comms.values():
-                    comm.close()
-                if baseline is not None:
-                    baseline.close()
-        for row in measured.values():
-            row["goodput_elements_per_s"] = values.size / row["allreduce_s"]
-            row["sender_pps"] = row["packets"] / row["allreduce_s"]
-        rows[str(shards)] = measured.pop("new")
-        if shards == 1:
-            modes = {name.removeprefix("mode_"): row for name, row in measured.items()
-                     if name.startswith("mode_")}
-            baseline_row = measured.get("baseline")
+    modes, baseline_row = {}, None
+    cores = os.sched_getaffinity(0)
+    try:
+        for shards in shard_counts():
+            near, far = split_cores(shards, cores)
+            os.sched_setaffinity(0, near)  # the baseline's process inherits it
+            rows[str(shards)], one = _at(shards, values, out, reference, tree, frozenset(far))
+            if one is not None:
+                modes, baseline_row = one
+    finally:
+        os.sched_setaffinity(0, cores)
     return rows, modes, baseline_row
+
+
+def _at(shards: int, values, out, reference, tree: Path | None, far: frozenset[int]):
+    """One shard count's row; with one shard, also the other link modes' rows and the
+    baseline's."""
+    with Reflector(shards, cpus=far) as reflector:
+        comms = {"new": _communicator(reflector.address, shards)}
+        if shards == 1:
+            comms |= {f"mode_{m}": _communicator(reflector.address, 1, m)
+                      for m in ("mmsg", "plain")}
+        baseline = _Baseline(reflector.address, values.size, tree) if (
+            shards == 1 and tree is not None) else None
+        try:
+            for comm in comms.values():
+                result = comm.allreduce(values, out=out)
+                np.testing.assert_allclose(result, reference,
+                                           atol=float(np.abs(values).max()) * 1e-6)
+            calls = {name: _timed(comm, values, out) for name, comm in comms.items()}
+            if baseline is not None:
+                calls["baseline"] = baseline.call
+            measured = _measure(calls)
+        finally:
+            for comm in comms.values():
+                comm.close()
+            if baseline is not None:
+                baseline.close()
+    for row in measured.values():
+        row["goodput_elements_per_s"] = values.size / row["allreduce_s"]
+        row["sender_pps"] = row["packets"] / row["allreduce_s"]
+    row = measured.pop("new")
+    if shards != 1:
+        return row, None
+    modes = {name.removeprefix("mode_"): r for name, r in measured.items()
+             if name.startswith("mode_")}
+    return row, (modes, measured.get("baseline"))
 
 
 def _send_rates(packets: int, repeat: int = 3) -> dict[str, float]:
