@@ -15,14 +15,17 @@ halfway to the one that ends both parts together. That assumes the parts do not 
 down, as they do where the hosts' traffic passes the same bottleneck (a software switch on the
 workers' own cores). So a share is *tried*, and judged by what the iteration waits for its
 communication (the time the last worker to finish computing spends after it; median of the last
-TRIAL) against the same with no share (median of the last BASELINE iterations without one, the
-first iteration, which warms up, left out). It falls back to 0 as soon as it is no better than
-none, or once it has TRIAL measurements and saves less than GAIN, or under FLOOR (not worth the
-helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is tried now and
-then: after FIRST_WAIT iterations, then twice as long after each trial that fell back to 0, at
-most LONGEST_WAIT, and from FIRST_WAIT again once a share passed its trial. A switch that sums
-everything in time thus costs a trial rarely; one that cannot keeps a share from the first trial
-on.
+TRIAL) against the same with no share: the median of the last BASELINE iterations without one,
+the first SETTLE left out. Those wait longer than the job does once its planner has measured the
+workers (the first iteration warms up, the next ones run the first plans), and a share judged
+against them was kept, and steered up, where it cost (the simulator's contention scenario: 39.4
+ms an iteration, against 38.2 with the first four left out). It falls back to 0 as soon as it is
+no better than none, or once it has TRIAL measurements and saves less than GAIN, or under FLOOR
+(not worth the helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is
+tried now and then: after FIRST_WAIT iterations, then twice as long after each trial that fell
+back to 0, at most LONGEST_WAIT, and from FIRST_WAIT again once a share passed its trial. A
+switch that sums everything in time thus costs a trial rarely; one that cannot keeps a share
+from the first trial on.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ TRIAL = 4  # iterations a share is measured before it is judged
 FIRST_WAIT, LONGEST_WAIT = 2, 64
 BASELINE = 5  # the calls' time with no share is the median of this many measurements
 MIN_BASELINE = 3  # and no share is tried before there are this many
+SETTLE = 4  # iterations left out of it: the planner's first, while it measures the workers
 
 
 class HostShare:
@@ -59,7 +63,7 @@ class HostShare:
             # computing waits for nobody
             tail_s = history.comm_overhead(1)
             used = self.used[measured]
-            if not used and measured and tail_s:
+            if not used and measured >= SETTLE and tail_s:
                 self.alone_s = self.alone_s[-(BASELINE - 1):] + [tail_s]
             elif used and self.share and tail_s:  # an iteration of the share being tried
                 self.shared_s.append(tail_s)
