@@ -16,6 +16,10 @@ without loss runs from its first frame to its last result in one call of :func:`
 
 Links that have no compiled calls (plain sockets, packet rings, impaired or test links) run the
 same round entirely in Python.
+
+numba's on-disk cache of :func:`run_round` is keyed on this file only, and holds the
+:mod:`pktio.native` calls compiled into it: after a change there, touch this file (and
+``bench/reflector.py``), or the cached loop keeps the old calls (a fresh clone has no cache).
 """
 
 from __future__ import annotations
