@@ -273,9 +273,10 @@ def copy_bytes(dst, dst_at, src, src_at, n):
     """``dst[dst_at:dst_at + n] = src[src_at:src_at + n]`` for 1-D uint8 arrays, through libc's
     ``memmove`` where both are contiguous: a byte loop (which LLVM does not turn into a memcpy,
     as it cannot rule out that the arrays overlap) took 250 ns for a frame's 324 bytes, numba's
-    slice assignment 105, ``memmove`` about 7; it made the benchmark's reflector, which copies
-    every frame out of its GRO trains, three times as fast. Strided views are copied byte by
-    byte. The range must lie within both arrays (nothing checks it, as with the loop)."""
+    slice assignment 105, ``memmove`` about 7. The benchmark's reflector copies every frame out
+    of its GRO trains: one shard's allreduce against it went from 98 to 171-193 M float32/s on
+    the 2-core machine. Strided views are copied byte by byte. The range must lie within both
+    arrays (nothing checks it, as with the loop)."""
     if n <= 0:
         return
     if dst.strides[0] == 1 and src.strides[0] == 1 and dst.itemsize == 1 and src.itemsize == 1:
