@@ -45,6 +45,7 @@ from host_lib.scheduling.policies.driver import PendingGradient, PolicyDriver
 from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from host_lib.scheduling.sampling import GlobalBatchSampler
 from host_lib.scheduling.work_stealing import micro_batches
+from topologies import lifetime
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -377,5 +378,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    lifetime.die_with_launcher()  # a worker ends with its torchrun, however torchrun ends
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     main()

@@ -146,6 +146,19 @@ def test_no_process_outlives_a_bench_section(tmp_path, sig):
     assert not (tmp_path / "results.json").exists()   # nothing half written
 
 
+def test_torchruns_workers_end_with_it_however_it_ends(tmp_path):
+    """torchrun killed outright once its two workers exist, as it dies when a signal reaches
+    it while it is still starting them: it never stops them, and they end anyway (asked for
+    it themselves, or found themselves orphaned when they got to ask)."""
+    parent = start(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+                    "experiments.train", "--comm", "gloo", "--iterations", "100000",
+                    "--no-progress", "--log-dir", str(tmp_path / "logs")],
+                   ROOT, tmp_path / "stderr")
+    survivors = kill_and_count_survivors(parent, {"-u -m experiments.train": 2},
+                                         signal.SIGKILL)
+    assert survivors == {}
+
+
 HANGING_CLEANUP = """
     import time
 

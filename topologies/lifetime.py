@@ -35,6 +35,18 @@ def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
         os._exit(1)
 
 
+def die_with_launcher(sig: int = signal.SIGKILL) -> None:
+    """:func:`die_with_parent` in a process whose launcher cannot ask for it (torchrun starts
+    its workers in sessions of their own, with no death signal): the parent it has now, and
+    one already orphaned (reparented to init before it got here) exits at once. torchrun
+    signalled while it starts its workers can die before it knows them: they outlived it,
+    waiting on it, found by tests/test_lifetime.py under load."""
+    parent = os.getppid()
+    if parent == 1:
+        os._exit(1)
+    die_with_parent(parent, sig)
+
+
 def guarded(cmd: list[str], sig: int = signal.SIGTERM) -> list[str]:
     """``cmd`` run so that it gets ``sig`` when the process that starts it ends (as is, where
     util-linux's ``setpriv`` is missing)."""
