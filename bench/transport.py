@@ -172,7 +172,7 @@ def _sweep(values: np.ndarray, tree: Path | None) -> tuple[dict, dict, dict | No
         for shards in shard_counts():
             near, far = split_cores(shards, cores)
             os.sched_setaffinity(0, near)  # the baseline's process inherits it
-            rows[str(shards)], one = _at(shards, values, out, reference, tree, frozenset(far))
+            rows[str(shards)], one = _rows_at(shards, values, out, reference, tree, frozenset(far))
             if one is not None:
                 modes, baseline_row = one
     finally:
@@ -180,7 +180,7 @@ def _sweep(values: np.ndarray, tree: Path | None) -> tuple[dict, dict, dict | No
     return rows, modes, baseline_row
 
 
-def _at(shards: int, values, out, reference, tree: Path | None, far: frozenset[int]):
+def _rows_at(shards: int, values, out, reference, tree: Path | None, far: frozenset[int]):
     """One shard count's row; with one shard, also the other link modes' rows and the
     baseline's."""
     with Reflector(shards, cpus=far) as reflector:
