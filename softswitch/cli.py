@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from .core.errors import SoftSwitchError
@@ -27,6 +29,27 @@ log = logging.getLogger("softswitch")
 
 _LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
            "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 10}
+
+
+STOP_S = 10.0  # how long stopping may take after the signal before the process ends anyway
+
+
+class StopRequest:
+    """SIGINT or SIGTERM asks the switch to stop; the handler only records the signal and puts
+    both back to their default, so a second one ends the process at once. A handler that does
+    more (a ``threading.Event.set``, which takes a lock) deadlocks when the next signal
+    interrupts it holding that lock: a parent SIGKILLed sends its children's death signal once
+    per thread it had, and a switch, its handler stuck, outlived it (tests/test_lifetime.py)."""
+
+    def __init__(self):
+        self.requested = 0
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        self.requested = signum
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -141,11 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     host = targs.grpc_server_addr.rpartition(":")[0]
     print(f"Server listening on {host}:{port}", flush=True)
 
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    while not done.wait(0.5):
-        pass
+    stop = StopRequest()
+    while not stop.requested:
+        time.sleep(0.2)
+    watchdog = threading.Timer(STOP_S, os._exit, args=(128 + stop.requested,))
+    watchdog.daemon = True
+    watchdog.start()
     ports.stop()
     server.stop()
     log.info("stopped")

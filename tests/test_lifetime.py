@@ -146,6 +146,43 @@ def test_no_process_outlives_a_bench_section(tmp_path, sig):
     assert not (tmp_path / "results.json").exists()   # nothing half written
 
 
+MANY_THREADS = """
+    import threading
+    import time
+
+    from topologies.switch_process import SwitchProcess, udp_ports
+
+    never = threading.Event()
+    for _ in range(200):
+        threading.Thread(target=never.wait, daemon=True).start()
+    with SwitchProcess(udp_ports([1, 2]), "switch", binary="softswitch-grpc"):
+        time.sleep(600)
+"""
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``sig``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(status.split("SigCgt:")[1].split()[0], 16)
+    return bool(caught & (1 << (sig - 1)))
+
+
+def test_a_switch_ends_with_a_parent_of_many_threads_sigkilled(tmp_path):
+    """The kernel sends the switch its death signal once for each thread of the parent as they
+    end, a burst of SIGTERMs: the switch's handler, interrupted by the next one, must not hang
+    it (one that set a threading.Event did, in a third of this test's runs; the next signal
+    ending it at once is tests/softswitch/test_softswitch_ports.py's)."""
+    (tmp_path / "parent.py").write_text(textwrap.dedent(MANY_THREADS))
+    parent = start(["parent.py"], tmp_path, tmp_path / "stderr")
+    deadline = time.monotonic() + 60
+    while not (switch := [p for p, c in descendants(parent.pid).items() if "-m softswitch" in c]) \
+            or not catches(switch[0][0], signal.SIGTERM):   # its handler is installed
+        assert parent.poll() is None, f"the parent ended first:\n{_stderr(parent)}"
+        assert time.monotonic() < deadline, "the switch never installed its handler"
+        time.sleep(0.05)
+    assert kill_and_count_survivors(parent, {"-m softswitch": 1}, signal.SIGKILL) == {}
+
+
 def test_torchruns_workers_end_with_it_however_it_ends(tmp_path):
     """torchrun killed outright once its two workers exist, as it dies when a signal reaches
     it while it is still starting them: it never stops them, and they end anyway (asked for

@@ -21,6 +21,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc
 
 from softswitch import load_program
+from softswitch.cli import StopRequest
 from softswitch.dataplane import Dataplane
 from softswitch.pcap import read_pcap
 from softswitch.ports import PortManager, parse_interface
@@ -133,6 +134,22 @@ def test_command_line_switch_process(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_stop_signal_leaves_the_next_one_to_end_the_process():
+    """The command line's handler records SIGTERM and puts SIGINT's and SIGTERM's default
+    back: it never runs inside itself, and a second signal ends the switch at once."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop = StopRequest()
+        assert stop.requested == 0
+        signal.raise_signal(signal.SIGTERM)  # its handler has run when this returns
+        assert stop.requested == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def test_command_line_errors():
