@@ -12,7 +12,8 @@ every worker walks the same chunk ids; between calls the thread keeps answering 
 this worker is a helper. A float32 call quantizes with the agreed per-block scales
 (docs/protocol.md §5), streams the blocks through the switch, repairs any block a worker had to
 clip, and dequantizes. A :class:`~host_lib.engine.rounds.RoundPlan` says how this worker takes part
-(sits out, in-band fan-in, slot takeover by helpers). If the switch falls silent and a fallback
+(sits out, in-band fan-in, slot takeover by helpers, or the whole call through the fallback
+group's ring where the policy measured that faster). If the switch falls silent and a fallback
 process group is given, the workers agree with one small collective and all of them complete
 that call through gloo.
 """
@@ -108,6 +109,7 @@ class SwitchCommunicator:
         self.metrics = (CallMetrics(config.job, config.worker).serve(config.metrics_listen)
                         if config.metrics_listen else None)
         self._linger = 0.0
+        self._warned_no_ring = False
         self._load_kernels()
         self._calls: queue.Queue = queue.Queue()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -223,6 +225,26 @@ class SwitchCommunicator:
     def _run_call(self, call: _Call) -> tuple[np.ndarray, CallStats]:
         stats = CallStats(elements=call.size)
         started = time.perf_counter()
+        if call.plan.ring and self.fallback is not None:
+            # every worker has the same plan: all of them take this call to the ring
+            stats.ring = True
+            result = self._through_fallback(call)
+        else:
+            if call.plan.ring and not self._warned_no_ring:
+                self._warned_no_ring = True
+                log.warning("job %d: the plan sends calls through the hosts' ring, but this "
+                            "communicator has no fallback group: they go through the switch",
+                            self.config.job)
+            result = self._switch_or_fallback(call, stats)
+        stats.elapsed_s = time.perf_counter() - started
+        self.last_stats = stats
+        if self.metrics is not None:
+            self.metrics.observe(stats)
+        return result, stats
+
+    def _switch_or_fallback(self, call: _Call, stats: CallStats) -> np.ndarray:
+        """The call through the switch, or through gloo where any worker could not complete
+        it there."""
         base = self.next_chunk
         failure = None
         try:
@@ -238,19 +260,19 @@ class SwitchCommunicator:
                 log.warning("job %d: call at chunk %d completed through gloo: %s",
                             self.config.job, base, reason)
                 self.history.pop(call.tag, None)
-                values = call.values if call.staged is None else call.staged.host_values()
-                result = self.fallback.allreduce(values, self._fallback_divisor(call),
-                                                 call.plan.contribute)
-                if call.out is not None:
-                    call.out[:] = result
-                    result = call.out
+                result = self._through_fallback(call)
         elif failure is not None:
             raise failure
-        stats.elapsed_s = time.perf_counter() - started
-        self.last_stats = stats
-        if self.metrics is not None:
-            self.metrics.observe(stats)
-        return result, stats
+        return result
+
+    def _through_fallback(self, call: _Call) -> np.ndarray:
+        values = call.values if call.staged is None else call.staged.host_values()
+        result = self.fallback.allreduce(values, self._fallback_divisor(call),
+                                         call.plan.contribute)
+        if call.out is not None:
+            call.out[:] = result
+            result = call.out
+        return result
 
     def _fallback_divisor(self, call: _Call) -> float:
         """gloo sums every worker (a worker that sits out adds zeros): the divisor is the

@@ -73,12 +73,13 @@ class CallPlan:
     stragglers: frozenset[int] = frozenset()
     takeover_after: float = 0.0
     host_share: float = 0.0
+    ring: bool = False  # the calls go through the hosts' ring, not the switch (RoundPlan.ring)
 
     @classmethod
     def of(cls, plan) -> CallPlan:
         contributors = np.array([plan.contributes(w) for w in range(plan.n_workers)])
         return cls(contributors, plan.fanin or int(contributors.sum()), plan.helpers,
-                   plan.stragglers, plan.takeover_after, plan.host_share)
+                   plan.stragglers, plan.takeover_after, plan.host_share, plan.ring)
 
 
 def retransmission_delay(packets: int, loss: float, rto: float, rng, size: int) -> np.ndarray:

@@ -12,7 +12,8 @@ Each iteration, the job's process does what ``host_lib.scheduling.policies.drive
    iteration that ``fanin`` others have already computed; a plan that says ``steal`` (SA-ATP)
    has the shares computed in micro-batches that finished workers take over, each worker ending
    with its reserve in one pass through DDP (host_lib.scheduling.stealing_model);
-3. aggregate through the job's switch (or ring, or parameter server) under the plan;
+3. aggregate through the job's switch (or ring, or parameter server) under the plan (a switch
+   job's plan may send the calls through the hosts' ring: SA-ATP's, RoundPlan.ring);
 4. feed the history (step times, samples, the pass through DDP and how much of it overlapped the
    gradient's communication; communication times one iteration late) and ``policy.observe`` the
    aggregate.
@@ -107,11 +108,12 @@ class Job:
         self.history = StepHistory(self.n)
         rng = np.random.default_rng((spec.seed, 1))
         sizes = [b.nbytes for b in spec.workload.buckets]
+        self.ring = RingAllreduce(env, self.n, net, sizes)
         if spec.comm == "switch":
             self.comm = SwitchAggregation(env, self.n, net, switch, sizes, rng, pool,
                                           spec.max_blocks)
         elif spec.comm == "ring":
-            self.comm = RingAllreduce(env, self.n, net, sizes)
+            self.comm = self.ring
         elif spec.comm == "ps":
             self.comm = ParameterServer(env, self.n, net, sizes)
         else:
@@ -215,7 +217,8 @@ class Job:
     # -- shared steps -----------------------------------------------------------------------
 
     def _call(self, ready, plan, sends, joined):
-        outcome = yield from self.comm.run(ready, CallPlan.of(plan), joined)
+        comm = self.ring if plan.ring else self.comm
+        outcome = yield from comm.run(ready, CallPlan.of(plan), joined)
         if self.spec.wire_s:
             outcome.delivered = np.maximum(outcome.delivered, self._link_floor(plan, sends,
                                                                                joined))
@@ -232,8 +235,8 @@ class Job:
         time after the fan-in-th start among the contributors (the workers' own start for
         those that cannot tell)."""
         started = joined - self.spec.costs.call(plan)
-        floor = self.spec.wire_s * (2 * (self.n - 1) / self.n if self.spec.comm == "ring"
-                                    else 1.0)
+        ring = self.spec.comm == "ring" or plan.ring
+        floor = self.spec.wire_s * (2 * (self.n - 1) / self.n if ring else 1.0)
         ordered = np.sort(started[sends])
         needed = plan.fanin or len(ordered)
         anchor = ordered[needed - 1] if 0 < needed <= len(ordered) else started

@@ -285,6 +285,48 @@ def test_a_helper_whose_link_dies_leaves_exact_sums_through_the_fallback(tmp_pat
     assert all(s.fallback is not None for w in stats for s in stats[w])
 
 
+RING_PLANS = (True, False, True)  # per call: through the hosts' ring, or the switch
+
+
+def ring_calls(comm, elements):
+    """Three calls, the first and the last through the ring (RoundPlan.ring), the last a mean."""
+    n = comm.config.n_workers
+    out = []
+    for call, ring in enumerate(RING_PLANS):
+        weights = [1.0] * n if call == 2 else None
+        result = comm.allreduce(inputs(comm.config.worker, call, elements), weights, tag="t",
+                                plan=RoundPlan(ring=ring))
+        out.append((result, comm.last_stats))
+    comm.close(linger=0.5)
+    return out
+
+
+@pytest.mark.parametrize("fallback", [True, False], ids=["gloo", "no-fallback-group"])
+def test_calls_the_plan_sends_through_the_ring(tmp_path, fallback):
+    """With the job's gloo group, a call planned ``ring`` sends nothing to the switch and every
+    worker gets gloo's sum of the raw inputs (the mean, with weights); the call between them
+    goes through the switch with the exact quantized sum. Without a fallback group the plan's
+    ring cannot be followed: every call goes through the switch, exact."""
+    n, elements = 3, 5_000
+    with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
+        results = cluster.run_workers(ring_calls, {1: [elements] * n}, distributed=fallback)
+    reference = AllreduceReference(n)
+    for call, ring in enumerate(RING_PLANS):
+        raw = [inputs(w, call, elements) for w in range(n)]
+        floats = np.sum([x.astype(np.float64) for x in raw], axis=0) / (n if call == 2 else 1)
+        exact = None if ring and fallback else reference(raw, average=call == 2)
+        for w in range(n):
+            got, stats = results[(1, w)][call]
+            assert stats.ring == (ring and fallback)
+            if stats.ring:
+                assert stats.packets_sent == 0 and stats.fallback is None
+                np.testing.assert_allclose(got, floats, rtol=1e-5, atol=1e-6)
+                np.testing.assert_array_equal(got, results[(1, 0)][call][0])
+            else:
+                assert stats.packets_sent > 0
+                np.testing.assert_array_equal(got, exact)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_detectors_median_ignores_nan_as_numpys_does(seed):
     rng = np.random.default_rng(seed)

@@ -34,7 +34,9 @@ class RoundPlan:
     switch (docs/protocol.md §7.3): each starts taken over by its helper, every worker sends its
     contribution there, and the helper's result goes back through the switch's multicast. The
     switch's window then carries only the rest; helpers that sum what the switch has no room for
-    (ATP's parameter server, on the leading workers).
+    (ATP's parameter server, on the leading workers). ``ring``: the call goes through the job's
+    fallback group (gloo's ring allreduce) and not the switch at all, where the policy measured
+    that faster (:mod:`host_lib.scheduling.policies.host_share`).
     """
 
     contribute: bool = True  # False: sit the call out, recover results with probes (DPAR)
@@ -44,6 +46,7 @@ class RoundPlan:
     expected: int = 0
     takeover_after: float = 0.0
     host_share: float = 0.0
+    ring: bool = False
 
     def helper(self, chunk: int) -> int | None:
         if not self.helpers:
@@ -94,6 +97,7 @@ class CallStats:
     switch_s: float = 0.0
     host_s: float = 0.0
     fallback: str | None = None
+    ring: bool = False  # summed by the fallback group's ring, as the plan said (RoundPlan.ring)
 
     def add(self, other: CallStats) -> None:
         for name in COUNTS + ("elapsed_s", "switch_s", "host_s"):

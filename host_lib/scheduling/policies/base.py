@@ -54,8 +54,10 @@ class IterationPlan:
     keep_s: float = 0.0
     per_sample_s: tuple[float, ...] | None = None
     kappa: float = 0.0
-    # The share of each call's chunks the helpers sum on their hosts (RoundPlan.host_share)
+    # The share of each call's chunks the helpers sum on their hosts (RoundPlan.host_share),
+    # and whether the calls go through the hosts' ring instead of the switch (RoundPlan.ring)
     host_share: float = 0.0
+    ring: bool = False
 
     @property
     def n_workers(self) -> int:
@@ -79,7 +81,7 @@ class IterationPlan:
         return RoundPlan(contribute=self.contributes(worker), fanin=self.fanin,
                          helpers=self.helpers, stragglers=self.stragglers,
                          expected=self.contributors, takeover_after=self.takeover_after,
-                         host_share=self.host_share)
+                         host_share=self.host_share, ring=self.ring)
 
 
 def even_shares(total: int, workers: int) -> tuple[int, ...]:

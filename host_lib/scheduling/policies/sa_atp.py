@@ -5,7 +5,8 @@
   missing, its helper takes the slot over through the switch, so the leading workers keep streaming
   (host_lib.engine.transport, host_lib.engine.takeover). This needs no forecast, so it also covers a
   transient straggler within the iteration it appears in. The helpers also sum on their hosts the
-  part of each call the switch's aggregators cannot keep up with
+  part of each call the switch's aggregators cannot keep up with, or, where even that is slower
+  than the hosts' own ring allreduce, have the calls go through the ring
   (:mod:`host_lib.scheduling.policies.host_share`).
 * **Work stealing** (spare compute, within the iteration): shares are computed in
   micro-batches, and a worker that has finished its own takes micro-batches from the tail of a
@@ -78,11 +79,11 @@ class SaAtp(Policy):
         stealing = {} if choice is None else {"steal": choice.steal, "keep_s": choice.keep_s,
                                               "per_sample_s": choice.per_sample_s,
                                               "kappa": self.model.kappa}
-        host_share = self.hosts.plan(iteration, history) if self.hosts else 0.0
+        host_share, ring = self.hosts.plan(iteration, history) if self.hosts else (0.0, False)
         if not len(history):
             helpers = tuple(range(self.n_workers)) if self.takeover else ()
             return IterationPlan(iteration, shares, everyone, helpers=helpers, note=why,
-                                 host_share=host_share, **stealing)
+                                 host_share=host_share, ring=ring, **stealing)
         det = self.detector.assess(history)
         helpers = ()
         after = 0.0
@@ -94,11 +95,13 @@ class SaAtp(Policy):
                           + np.median(predicted) * (np.exp(det.threshold) - 1))
         note = (f"{why}; stragglers {sorted(det.flagged)} (persistent {sorted(det.persistent)}), "
                 f"slowness {np.round(det.slowness, 2).tolist()}")
-        if host_share:
+        if ring:
+            note += "; the calls go through the hosts' ring"
+        elif host_share:
             note += f"; helpers sum {host_share:.0%} of each call on their hosts"
         return IterationPlan(iteration, shares, everyone, helpers=helpers,
                              stragglers=det.flagged, takeover_after=after, note=note,
-                             host_share=host_share, **stealing)
+                             host_share=host_share, ring=ring, **stealing)
 
     def _compute_help(self, iteration: int, history: StepHistory
                       ) -> tuple[tuple[int, ...], Choice | None, str]:
