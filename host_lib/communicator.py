@@ -24,6 +24,7 @@ import concurrent.futures
 import logging
 import queue
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,13 @@ from protocol.codec import Endpoint
 log = logging.getLogger(__name__)
 
 _IDLE_POLL = 0.5  # longest wait between calls (a new call or a frame ends it at once)
+# The interpreter's switch interval while a communicator runs (at most): how long another
+# thread that computes in Python (a policy's planner, a data loader) may hold the GIL while the
+# I/O thread waits for it between rounds. SA-ATP's planner thread runs during the gradient's
+# communication; with CPython's default, 5 ms, its job was 3.3 / 3.8 / 3.8 ms an iteration
+# slower than plain aggregation on the 2-core testbed without a straggler (seeds 0-2), with
+# 0.5 ms 3.4 / 0.5 / 1.8 (experiments.harness, none; 2026-12-01).
+SWITCH_INTERVAL_S = 5e-4
 
 
 class StagedBucket(Protocol):
@@ -110,6 +118,8 @@ class SwitchCommunicator:
                         if config.metrics_listen else None)
         self._linger = 0.0
         self._warned_no_ring = False
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._load_kernels()
         self._calls: queue.Queue = queue.Queue()
         self._wake_r, self._wake_w = socket.socketpair()

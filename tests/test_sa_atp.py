@@ -3,6 +3,7 @@ exact sums under loss and with a lossy or slow helper, and compute help that lea
 global-batch gradient unchanged."""
 
 import multiprocessing
+import sys
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from experiments import digits
+from host_lib.communicator import SWITCH_INTERVAL_S
 from host_lib.engine.quantize import num_blocks
 from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import StepHistory
@@ -289,9 +291,10 @@ RING_PLANS = (True, False, True)  # per call: through the hosts' ring, or the sw
 
 
 def ring_calls(comm, elements):
-    """Three calls, the first and the last through the ring (RoundPlan.ring), the last a mean."""
+    """Three calls, the first and the last through the ring (RoundPlan.ring), the last a mean;
+    and the interpreter's switch interval as the communicator left it."""
     n = comm.config.n_workers
-    out = []
+    out = [sys.getswitchinterval()]
     for call, ring in enumerate(RING_PLANS):
         weights = [1.0] * n if call == 2 else None
         result = comm.allreduce(inputs(comm.config.worker, call, elements), weights, tag="t",
@@ -306,10 +309,13 @@ def test_calls_the_plan_sends_through_the_ring(tmp_path, fallback):
     """With the job's gloo group, a call planned ``ring`` sends nothing to the switch and every
     worker gets gloo's sum of the raw inputs (the mean, with weights); the call between them
     goes through the switch with the exact quantized sum. Without a fallback group the plan's
-    ring cannot be followed: every call goes through the switch, exact."""
+    ring cannot be followed: every call goes through the switch, exact. Each worker's
+    communicator lowered the interpreter's switch interval (communicator.SWITCH_INTERVAL_S)."""
     n, elements = 3, 5_000
     with LocalCluster([local_job(1, n, slots=16)], tmp_path) as cluster:
         results = cluster.run_workers(ring_calls, {1: [elements] * n}, distributed=fallback)
+    # a worker process starts at CPython's 5 ms; its communicator's I/O thread needs less
+    assert all(results[(1, w)].pop(0) == SWITCH_INTERVAL_S for w in range(n))
     reference = AllreduceReference(n)
     for call, ring in enumerate(RING_PLANS):
         raw = [inputs(w, call, elements) for w in range(n)]
