@@ -48,9 +48,10 @@ _IDLE_POLL = 0.5  # longest wait between calls (a new call or a frame ends it at
 # The interpreter's switch interval while a communicator runs (at most): how long another
 # thread that computes in Python (a policy's planner, a data loader) may hold the GIL while the
 # I/O thread waits for it between rounds. SA-ATP's planner thread runs during the gradient's
-# communication; with CPython's default, 5 ms, its job was 3.3 / 3.8 / 3.8 ms an iteration
-# slower than plain aggregation on the 2-core testbed without a straggler (seeds 0-2), with
-# 0.5 ms 3.4 / 0.5 / 1.8 (experiments.harness, none; 2026-12-01).
+# communication; on the 2-core testbed without a straggler (experiments.harness, none,
+# 2026-12-01) its job was 3.7 ms an iteration slower than plain aggregation with CPython's
+# default, 5 ms (3 runs), and 2.5 ms slower with 0.5 ms (6 runs; plain aggregation itself
+# ranged 49.5-53.3 ms from run to run).
 SWITCH_INTERVAL_S = 5e-4
 
 
