@@ -62,10 +62,9 @@ SETTLED = 0.05  # the ring is tried against a share no further than this from it
 # The ring is tried only where the settled share is at least this: where the hosts carry most
 # of the call (the simulator's 16 and 64 aggregators per job settle at 0.95 and 0.75; held
 # there, their iterations take 131 and 122 ms, through the ring 101.5). Below it a ring that
-# looks faster was noise: with the
-# default aggregators and transient stragglers (tests/test_cost_model.py), a share near 0.5
-# was kept on a 1.5 ms wait against 1.6, the ring looked better by as little, and its
-# iterations were 20 % longer.
+# looks faster was noise: with the default aggregators and transient stragglers
+# (tests/test_cost_model.py), a share near 0.5 was kept on a 1.5 ms wait against 1.6, the
+# ring looked better by as little, and its iterations were 20 % longer.
 RING_FROM = 0.75
 RECHECK_WAIT = 8  # iterations on a kept ring before the share is tried again (then 16, ... 64)
 
