@@ -34,10 +34,10 @@ window is so small that the hosts carry nearly everything (the simulator's 16 ag
 job: the best share, 0.95, took 131 ms an iteration where the ring took 122), the ring is
 faster. Once a share has passed its trial and settled (within SETTLED of the share that ends
 both parts together: the ring is judged against the share at its best) at RING_FROM or more,
-the ring is tried in its place (``ring``: the calls
-go through the job's fallback group, gloo's ring, and not the switch), judged by the same wait
-against the share's, and kept once TRIAL measurements save GAIN; dropped at its first
-measurement no better than the share's, and tried again twice as late. While the ring is kept,
+the ring is tried in its place (``ring``: the calls go through the job's fallback group,
+gloo's ring, and not the switch), judged by the same wait against the share's, and kept once
+TRIAL measurements save GAIN; dropped at its first measurement no better than the share's, and
+tried again twice as late. While the ring is kept,
 the share is tried for one iteration now and then (RECHECK_WAIT iterations after the ring was
 kept, then as late again each time it loses, at most LONGEST_WAIT), steered by what each such
 iteration measures, so that a switch that gets its aggregators back gets the calls back.
