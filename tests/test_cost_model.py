@@ -13,7 +13,6 @@ from host_lib.scheduling.policies.base import StepHistory, even_shares
 from host_lib.scheduling.policies.cost_model import (
     MIN_OVERLAP,
     CostModel,
-    _fluid_bound,
     measured_kappa,
 )
 from host_lib.scheduling.policies.host_share import PROBE
@@ -63,29 +62,6 @@ def test_the_fixed_cost_in_samples_is_what_stealing_measured():
     h = history_of(times, samples, fixed_s=fixed)
     assert measured_kappa(h, 8) == pytest.approx(C / A)
     assert measured_kappa(history_of(times, samples), 8) is None  # no stealing: unknown
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_the_fluid_bound_is_the_best_fractional_division(seed):
-    rng = np.random.default_rng(seed)
-    speed, kappa, total = rng.uniform(0.5, 3, 5), float(rng.uniform(0, 20)), 200
-    bound = _fluid_bound(total, speed, kappa)
-    # every worker that computes pays its fixed cost: at the bound, the capacities add up
-    capacity = np.maximum(0.0, bound / speed - kappa).sum()
-    assert capacity == pytest.approx(total, rel=1e-6)
-    # and no integer split does better (brute force over splits of 5 multiples of 10)
-    best = min(max(s * (b + kappa) if b else 0.0 for s, b in zip(speed, split, strict=True))
-               for split in _splits(total, 5, 10))
-    assert bound <= best + 1e-9
-
-
-def _splits(total, parts, step):
-    if parts == 1:
-        yield (total,)
-        return
-    for first in range(0, total + 1, step):
-        for rest in _splits(total - first, parts - 1, step):
-            yield (first, *rest)
 
 
 def test_on_a_tie_the_simpler_option_wins():

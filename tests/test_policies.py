@@ -15,7 +15,7 @@ from host_lib.scheduling.policies.base import IterationPlan, StepHistory
 from host_lib.scheduling.policies.boa import Boa, fit_line
 from host_lib.scheduling.policies.dpar import Dpar
 from host_lib.scheduling.policies.k_of_n import KOfN, sign_flips
-from host_lib.scheduling.policies.minmax import makespan, min_max_split
+from host_lib.scheduling.policies.minmax import fluid_makespan, makespan, min_max_split
 from host_lib.scheduling.policies.partial_reduce import PartialReduce
 from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from tests.policy_traces import COMM, A, B, C, N, run_delayed, run_synchronous, step_time, straggler
@@ -149,6 +149,21 @@ def test_min_max_split_matches_greedy_on_large_instances(seed):
     split = min_max_split(a, c, total, 1)
     assert sum(split) == total
     assert makespan(a, c, split) == makespan(a, c, greedy_split(a, c, total, [1] * n))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_fluid_makespan_is_the_best_fractional_division(seed):
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(2, 5))
+    a, c = rng.uniform(0.1, 3.0, n), rng.uniform(0.0, 20.0, n) * rng.integers(0, 2, n)
+    total = int(rng.integers(n, 16))
+    bound = fluid_makespan(total, a, c)
+    # every worker that computes pays its fixed cost: at the bound, the capacities add up
+    assert np.maximum(0.0, (bound - c) / a).sum() == pytest.approx(total, rel=1e-9)
+    # and no integer split does better, within any bounds
+    zeros, full = np.zeros(n, np.int64), np.full(n, total)
+    assert bound <= brute_force_makespan(a, c, total, zeros, full) + 1e-9
+    assert bound <= makespan(a, c, min_max_split(a, c, total, 1)) + 1e-9
 
 
 def test_min_max_split_rejects_impossible_bounds():

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from host_lib.scheduling.work_stealing import (
-    micro_batches,
+    micro_batch_sizes,
     pick_owner,
     reserve_now,
-    slow_prior,
+    slow_priors,
 )
 
 
@@ -50,8 +50,8 @@ def schedule(shares, pieces: int, fixed_s, per_sample_s, starts, claim_s: float 
     n = len(shares)
     fixed = np.broadcast_to(np.asarray(fixed_s, np.float64), (n,))
     per = np.broadcast_to(np.asarray(per_sample_s, np.float64), (n,))
-    prior = [slow_prior(prior_s, w) for w in range(n)]
-    cut = [[len(m) for m in micro_batches(np.arange(s), pieces)] for s in shares]
+    prior = slow_priors(prior_s, n)
+    cut = [micro_batch_sizes(int(s), pieces) for s in shares]
     shares_now = ShareClaims(cut, kappa, None if prior_s is None else np.asarray(prior_s, float))
     head, tail = shares_now.head, shares_now.tail
     left = np.array([len(c) for c in cut])  # micro-batches not yet claimed, per share

@@ -74,9 +74,14 @@ class MicroBatch:
 def micro_batches(share: np.ndarray, pieces: int) -> list[np.ndarray]:
     """A share cut into ``pieces`` consecutive micro-batches as equal as can be (fewer when the
     share has fewer samples; none when it is empty)."""
-    n = min(pieces, len(share))
-    base, extra = divmod(len(share), max(n, 1))
-    return split(share, [base + (i < extra) for i in range(n)])
+    return split(share, micro_batch_sizes(len(share), pieces))
+
+
+def micro_batch_sizes(samples: int, pieces: int) -> list[int]:
+    """The sizes of :func:`micro_batches` of a share of ``samples``."""
+    n = min(pieces, samples)
+    base, extra = divmod(samples, max(n, 1))
+    return [base + (i < extra) for i in range(n)]
 
 
 def reserve_now(left: list[int], per_sample_s: float | None, keep_s: float) -> bool:
@@ -98,10 +103,15 @@ def slow_prior(per_sample_s: tuple[float, ...] | None, rank: int) -> float | Non
     worker's, else None. A straggler whose whole share is short enough then reserves it at
     once (a plain DDP step); any other worker computes a micro-batch first, so that it can
     steal (only a worker that has computed some of its own steals)."""
+    return slow_priors(per_sample_s, rank + 1)[rank]
+
+
+def slow_priors(per_sample_s: tuple[float, ...] | None, n: int) -> list[float | None]:
+    """:func:`slow_prior` of each of ``n`` workers."""
     if per_sample_s is None:
-        return None
-    mine = per_sample_s[rank]
-    return mine if mine >= BEHIND * float(np.median(per_sample_s)) else None
+        return [None] * n
+    bar = BEHIND * float(np.median(per_sample_s))
+    return [mine if mine >= bar else None for mine in per_sample_s]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ aggregate, so their states stay identical.
 
 from __future__ import annotations
 
+import math
+import statistics
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -109,13 +111,16 @@ class StepHistory:
     """Every worker's compute time (s) and samples, per iteration so far, and, one iteration
     behind, the time from the end of each worker's compute to the end of the iteration
     (communication, and waiting for others). ``measured`` holds the other series of
-    STEP_FIELDS and COMM_FIELDS (NaN where a worker did not report one)."""
+    STEP_FIELDS and COMM_FIELDS (NaN where a worker did not report one). ``least_comm_s`` holds,
+    per iteration whose communication is known, the shortest of its workers' (the last worker
+    to finish computing waits for nobody; NaN if none reported one)."""
 
     n_workers: int
     compute_s: list[np.ndarray] = field(default_factory=list)
     samples: list[np.ndarray] = field(default_factory=list)
     comm_s: list[np.ndarray] = field(default_factory=list)
     measured: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    least_comm_s: list[float] = field(default_factory=list)
 
     def add(self, compute_s, samples, **measured) -> None:
         self.compute_s.append(np.asarray(compute_s, np.float64))
@@ -124,7 +129,10 @@ class StepHistory:
 
     def add_comm(self, comm_s, **measured) -> None:
         """The communication times of the oldest iteration that has none yet."""
-        self.comm_s.append(np.asarray(comm_s, np.float64))
+        comm_s = np.asarray(comm_s, np.float64)
+        finite = comm_s[np.isfinite(comm_s)]
+        self.comm_s.append(comm_s)
+        self.least_comm_s.append(float(finite.min()) if finite.size else math.nan)
         self._add(COMM_FIELDS, measured)
 
     def _add(self, names: tuple[str, ...], measured: dict) -> None:
@@ -148,8 +156,8 @@ class StepHistory:
         """Recent time an iteration spends after the last compute ends: per iteration, the
         shortest time any worker spent after its compute (the last one to finish waits for
         nobody), median over the last k iterations; 0 while unknown."""
-        recent = [c for c in self.comm_s[-k:] if np.isfinite(c).any()]
-        return float(np.median([np.nanmin(c) for c in recent])) if recent else 0.0
+        recent = [t for t in self.least_comm_s[-k:] if not math.isnan(t)]
+        return statistics.median(recent) if recent else 0.0
 
     def __len__(self) -> int:
         return len(self.compute_s)

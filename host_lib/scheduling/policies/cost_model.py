@@ -33,12 +33,15 @@ the emulated compute), ``keep_s`` is 0.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from host_lib.scheduling.policies.base import StepHistory
+from host_lib.scheduling.policies.minmax import fluid_makespan
 from host_lib.scheduling.stealing_model import schedule
 
 MIN_OVERLAP = 0.1  # a smaller share of a pass overlapping its communication is no overlap
@@ -75,6 +78,7 @@ class CostModel:
         self.stole: list[bool] = []  # per iteration so far, whether it was a stealing one
         self.speed: np.ndarray | None = None  # the latest iteration's speeds
         self.speeds: deque[np.ndarray] = deque(maxlen=3)  # and the ones before
+        self._typical: np.ndarray | None = None  # their median, once asked for
         self.kappa = 0.0  # the step's fixed cost in samples, as used last
         self.measured: float | None = None  # and as stealing last measured it
 
@@ -102,6 +106,7 @@ class CostModel:
             self.speed = _speeds(history.compute_s[first], history.samples[first], kappa,
                                  self.speed)
             self.speeds.append(self.speed)
+            self._typical = None
             keys = {(split, steal): (tuple(proposals[split]), steal) for split, steal in options}
             computed = {key: self._compute(np.asarray(key[0]), self.speed, prior, kappa,
                                            key[1], claim_s, keep_s)
@@ -110,7 +115,7 @@ class CostModel:
             first += 1
         if not self.replayed:
             return Choice(self.splits[0], False, keep_s, {}, None)
-        tails = {mode: self._tail(history, mode) for mode in (False, True)}
+        tails = self._tails(history)
         replays = {o: np.array([r[o] for r in self.replayed]) for o in options}
         predicted = {}
         for split, steal in options:
@@ -133,27 +138,32 @@ class CostModel:
     def typical_speed(self) -> np.ndarray | None:
         """Each worker's time per effective sample, median of the last three iterations (one
         slow step is not a slow worker); None before any."""
-        return np.median(np.stack(self.speeds), axis=0) if self.speeds else None
+        if self._typical is None and self.speeds:
+            self._typical = np.median(np.stack(self.speeds), axis=0)
+        return self._typical
 
     def _compute(self, shares, speed, prior, kappa, steal, claim_s, keep_s) -> float:
         """Predicted compute makespan of ``shares`` at per-worker ``speed``."""
         plain = float(np.max(np.where(shares > 0, speed * (shares + kappa), 0.0)))
         if not steal:
             return plain
-        if plain <= _fluid_bound(shares.sum(), speed, kappa) * (1 + self.tolerance):
+        if plain <= fluid_makespan(shares.sum(), speed, speed * kappa) * (1 + self.tolerance):
             return plain + (self.pieces + 2) * claim_s  # nothing to take; claims cost
         s = schedule(shares, self.pieces, speed * kappa, speed, np.zeros(len(shares)),
                      claim_s, keep_s, prior, kappa)
         return float(s.ends.max())
 
-    def _tail(self, history: StepHistory, steal: bool) -> float | None:
-        """The median communication time after the last compute of the recent iterations
-        that did (or did not) steal; None if there were none."""
-        comm = history.series("comm_s", 4 * self.recent)
-        first = len(history.comm_s) - len(comm)
-        last_tails = [float(np.nanmin(c)) for i, c in enumerate(comm)
-                      if np.isfinite(c).any() and self.stole[first + i] == steal]
-        return float(np.median(last_tails[-self.recent:])) if last_tails else None
+    def _tails(self, history: StepHistory) -> dict[bool, float | None]:
+        """Per way of computing (stealing or not), the median communication time after the
+        last compute of its recent iterations; None if there were none."""
+        least = history.least_comm_s[-4 * self.recent:]
+        first = len(history.least_comm_s) - len(least)
+        tails: dict[bool, list[float]] = {False: [], True: []}
+        for i, t in enumerate(least):
+            if not math.isnan(t):
+                tails[self.stole[first + i]].append(t)
+        return {mode: statistics.median(t[-self.recent:]) if t else None
+                for mode, t in tails.items()}
 
     def keep_s(self, history: StepHistory) -> float:
         """How long the pass through DDP should last for its backward to hide the gradient's
@@ -195,19 +205,6 @@ def measured_kappa(history: StepHistory, k: int) -> float | None:
         per_sample = (times - fixed) / samples
         ratio = np.where((samples > 0) & (per_sample > 0), fixed / per_sample, np.nan)
     return _recent_median(ratio)
-
-
-def _fluid_bound(total: int, speed: np.ndarray, kappa: float) -> float:
-    """The least makespan any division of ``total`` samples could have, each worker paying its
-    fixed cost ``speed * kappa`` once: the T with sum_i max(0, T / speed_i - kappa) = total.
-    With the workers in order of their fixed cost, the first k take part, k the least for which
-    T = (total + k kappa) / sum_{i<k} 1/speed_i is no later than the next one's fixed cost."""
-    order = np.argsort(speed, kind="stable")
-    fixed, inverse = speed[order] * kappa, np.cumsum(1.0 / speed[order])
-    k = np.arange(1, len(speed) + 1)
-    t = (total + k * kappa) / inverse
-    nxt = np.append(fixed[1:], np.inf)
-    return float(t[np.flatnonzero(t <= nxt)[0]])
 
 
 def _recent_median(values: np.ndarray) -> float | None:

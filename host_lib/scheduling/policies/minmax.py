@@ -10,7 +10,8 @@ t_i(b_i) is largest, is exact whatever T the bisection stopped at: every sample 
 exceeds T* is among the largest, and there are at most sum_i cap_i(T) - sum_i cap_i(T*) <=
 surplus of them, so all of them go and the makespan ends at T*. Bisection only shortens that
 repair. Every comparison uses the same t_i, so floating point cannot make it pick a split that
-is worse than another integer split by its own measure.
+is worse than another integer split by its own measure. The bisection starts from the
+fluid split's makespan (:func:`fluid_makespan`), a lower bound of T*.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import numpy as np
 
 # The repair makes the split exact wherever the bisection stops, so it stops once the bracket
 # is narrower than the smallest per-sample time divided by the workers (about one sample to
-# repair in all), or after _BISECTIONS halvings. It starts from the fluid split's makespan
-# plus one sample of the slowest worker where that is feasible: a bracket of about one
-# sample each, where [t(lo), t(hi)] spans the whole batch on one worker (24 halvings every
-# time: 430 us a split of 4 workers, which the planner makes twice every iteration).
+# repair in all), or after _BISECTIONS halvings. Its bracket runs from the fluid split's
+# makespan (a lower bound) to that plus one sample of the slowest worker where that is
+# feasible: about one sample each, where [t(lo), t(hi)] spans the whole batch on one worker
+# (24 halvings every time: 430 us a split of 4 workers, which the planner makes twice every
+# iteration).
 _BISECTIONS = 24
 
 
@@ -55,7 +57,7 @@ def min_max_split(a, c, total: int, lo=None, hi=None) -> tuple[int, ...]:
     def fits(limit: float) -> bool:
         return int(capacity(limit).sum()) >= total
 
-    low = max(t(i, int(lo[i])) for i in range(n))
+    low = max(max(t(i, int(lo[i])) for i in range(n)), fluid_makespan(total, a, c))
     high = max(t(i, int(hi[i])) for i in range(n))
     fluid = (total + float(np.sum(c / a))) / float(np.sum(1 / a)) + float(a.max())
     if low < fluid < high and fits(fluid):
@@ -81,6 +83,20 @@ def min_max_split(a, c, total: int, lo=None, hi=None) -> tuple[int, ...]:
         if b[i] > lo[i]:
             heapq.heappush(heap, (-t(i, b[i]), neg))
     return tuple(b)
+
+
+def fluid_makespan(total: int, a, c) -> float:
+    """The least makespan of any division of ``total`` samples into real-valued shares, a
+    worker with a share paying its fixed cost ``c_i`` once: the T with sum_i max(0, (T - c_i)
+    / a_i) = total, no later than any integer split's within any bounds. With the workers in
+    order of their fixed cost, the first k take part, k the least for which T = (total +
+    sum_{i<k} c_i / a_i) / sum_{i<k} 1 / a_i is no later than the next one's fixed cost."""
+    a = np.asarray(a, np.float64)
+    c = np.asarray(c, np.float64)
+    order = np.argsort(c, kind="stable")
+    t = ((total + np.cumsum(c[order] / a[order])) / np.cumsum(1.0 / a[order]))
+    nxt = np.append(c[order][1:], np.inf)
+    return float(t[np.flatnonzero(t <= nxt)[0]])
 
 
 def makespan(a, c, shares) -> float:
