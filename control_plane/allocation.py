@@ -3,14 +3,26 @@
 A job spec (``protocol/jobspec.py``) is validated and its resources allocated here before the
 controller writes anything to a switch, so a spec that cannot be admitted leaves the switch
 untouched.
+
+Slot ranges are allocated per pipe: on Tofino every pipe has its own registers and a job's
+aggregators are its workers' pipe's, so jobs of different pipes may hold the same slots, and
+every pipe's registers serve jobs (a v1model switch is one pipe). Job indices (counters,
+multicast groups) are switch-wide; the pool is the same top slots in every pipe, each pipe's
+its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol import constants as P
 from protocol.jobspec import JobSpec, SpecError, check_int
+
+
+def one_pipe(spec: JobSpec) -> int:
+    """The pipe of every job on a switch of one pipe."""
+    return 0
 
 
 @dataclass(frozen=True)
@@ -44,9 +56,9 @@ class AdmittedJob:
 
 @dataclass
 class Allocator:
-    """First-fit allocation of slot ranges and job indices over the switch's slots; the
-    top ``pool_slots`` of them are the shared pool that jobs borrow from (docs/protocol.md
-    §4.6), never part of a job's range."""
+    """First-fit allocation of slot ranges (per pipe) and job indices (switch-wide) over the
+    switch's slots; the top ``pool_slots`` of them are the shared pool that jobs borrow from
+    (docs/protocol.md §4.6), never part of a job's range."""
 
     num_slots: int = P.NUM_SLOTS
     max_jobs: int = P.MAX_JOBS
@@ -79,7 +91,10 @@ class Allocator:
                             f"(they reach slot {top - 1})")
         self.pool_slots = pool_slots
 
-    def allocate(self, spec: JobSpec) -> AdmittedJob:
+    def allocate(self, spec: JobSpec, pipe_of: Callable[[JobSpec], int] = one_pipe
+                 ) -> AdmittedJob:
+        """Place a job; ``pipe_of`` tells the pipe of a job's aggregators (one pipe if not
+        given)."""
         if spec.id in self.jobs:
             raise SpecError(f"job {spec.id} is already admitted")
         used_index = {j.job_index for j in self.jobs.values()}
@@ -89,16 +104,19 @@ class Allocator:
         if spec.borrow > self.pool_slots:
             raise SpecError(f"job {spec.id} borrows {spec.borrow} slots but the switch's shared "
                             f"pool has {self.pool_slots} (the controller's pool_slots)")
-        base = self._first_fit(spec.window)
+        pipe = pipe_of(spec)
+        beside = [j for j in self.jobs.values() if pipe_of(j.spec) == pipe]
+        base = self._first_fit(spec.window, beside)
         if base is None:
-            free = self.pool_base - sum(j.spec.window for j in self.jobs.values())
+            free = self.pool_base - sum(j.spec.window for j in beside)
             raise SpecError(f"job {spec.id} asks for {spec.window} slots but no free range of "
-                            f"that size is left ({free} of {self.pool_base} slots free)")
+                            f"that size is left in pipe {pipe} ({free} of {self.pool_base} "
+                            f"slots free)")
         return AdmittedJob(spec, free_index, base, self.pool_base if spec.borrow else 0)
 
-    def _first_fit(self, size: int) -> int | None:
+    def _first_fit(self, size: int, jobs: list[AdmittedJob]) -> int | None:
         start = 0
-        for job in sorted(self.jobs.values(), key=lambda j: j.slot_base):
+        for job in sorted(jobs, key=lambda j: j.slot_base):
             if job.slot_base - start >= size:
                 return start
             start = job.slot_base + job.spec.window

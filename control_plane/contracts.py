@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from protocol import constants as P
 
 if TYPE_CHECKING:
-    from control_plane.allocation import AdmittedJob
     from control_plane.entries import MulticastGroup, TableEntry
+    from protocol.jobspec import JobSpec
 
 # A planned change: ("insert" | "modify" | "delete", a table entry or a multicast group).
 Write = tuple[str, "TableEntry | MulticastGroup"]
@@ -127,8 +127,9 @@ class SwitchBackend(Protocol):
         """Make sure the switch runs the program; True if it had to be pushed (which leaves
         every table, register and counter cleared)."""
 
-    def pipe(self, job: AdmittedJob) -> int:
-        """The pipe whose registers hold the job's aggregators."""
+    def pipe_of(self, spec: JobSpec) -> int:
+        """The pipe whose registers hold the aggregators of a job of ``spec`` (a pipe's
+        registers are its own: jobs of different pipes may use the same slots)."""
 
     def read_groups(self) -> dict[int, MulticastGroup]:
         """The multicast groups as the switch holds them."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from control_plane import p4runtime_entries as p4rt
-from control_plane.allocation import AdmittedJob
+from control_plane.allocation import AdmittedJob, one_pipe
 from control_plane.connection import SwitchConnection, Update
 from control_plane.contracts import Write
 from control_plane.controls.aggregator import Aggregator
@@ -106,9 +106,9 @@ class Controller(SwitchController):
         job, writes = self._admission_writes(spec)
         return job, [self._update(kind, item) for kind, item in writes]
 
-    def pipe(self, job: AdmittedJob) -> int:
+    def pipe_of(self, spec: JobSpec) -> int:
         """A v1model switch has one pipe."""
-        return 0
+        return one_pipe(spec)
 
     # -- observation ------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ backend writes anything, so a rejected request leaves the switch untouched.
 
 from __future__ import annotations
 
-from control_plane.allocation import AdmittedJob
+from collections.abc import Callable
+
+from control_plane.allocation import AdmittedJob, one_pipe
 from control_plane.controls.drop_simulator import DropSimulator
 from control_plane.controls.forwarding import L2Forwarding
 from control_plane.controls.job_admission import JobAdmission
@@ -57,13 +59,15 @@ class Plan:
 
     # -- requests: validate, then say what to write --------------------------------------------
 
-    def place(self, spec: JobSpec) -> tuple[AdmittedJob, list[TableEntry]]:
-        """Validate and place a job; its group and the entries that install it, its jobs
-        entry last. Nothing is recorded: :meth:`Plan.jobs` changes when the caller adds it."""
+    def place(self, spec: JobSpec, pipe_of: Callable[[JobSpec], int] = one_pipe
+              ) -> tuple[AdmittedJob, list[TableEntry]]:
+        """Validate and place a job (its slots among those of its pipe's jobs, ``pipe_of``);
+        its group and the entries that install it, its jobs entry last. Nothing is recorded:
+        :meth:`Plan.jobs` changes when the caller adds it."""
         spec.validate(known_ports=set(self.desired.ports))
         if spec.id in self.desired.transit_jobs:
             raise SpecError(f"job {spec.id} is marked transit on this switch")
-        job = self.desired.allocator.allocate(spec)
+        job = self.desired.allocator.allocate(spec, pipe_of)
         self.check_hosts(job)
         return job, (self.replica_rewrite.entries(job) + self.admission.worker_entries(job)
                      + self.new_host_entries(job) + self.new_guard_entries(job)

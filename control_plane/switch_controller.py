@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class SwitchController:
     """The job API over a backend: a subclass implements ``contracts.SwitchBackend`` (its
-    aggregator and packet-stats controls, connect, load_pipeline, pipe, read_groups, _write and
+    aggregator and packet-stats controls, connect, load_pipeline, pipe_of, read_groups, _write and
     _read_table). The table controls are the plan's (``plan.admission``, ``plan.l2``, …)."""
 
     def __init__(self, desired: DesiredState):
@@ -44,10 +44,10 @@ class SwitchController:
         """The job's own range, or ``indices`` (pool aggregators it holds)."""
         self.aggregator.clear(self._connection(),
                               job.aggregator_range() if indices is None else indices,
-                              self.pipe(job))
+                              self.pipe_of(job.spec))
 
     def _read_aggregators(self, job: AdmittedJob, indices: list[int]) -> list[AggregatorState]:
-        return self.aggregator.read(self._connection(), indices, self.pipe(job))
+        return self.aggregator.read(self._connection(), indices, self.pipe_of(job.spec))
 
     def _release_pool(self, job: AdmittedJob) -> None:
         """Clear the pool lanes a removed job's chunks still hold: nothing else would ever
@@ -102,7 +102,7 @@ class SwitchController:
         return job
 
     def _admission_writes(self, spec: JobSpec) -> tuple[AdmittedJob, list[Write]]:
-        job, entries = self.plan.place(spec)
+        job, entries = self.plan.place(spec, self.pipe_of)
         return job, [("insert", self.plan.group(job))] + [("insert", e) for e in entries]
 
     def add_transit(self, job_id: int) -> None:

@@ -95,6 +95,25 @@ def test_allocations_are_disjoint_and_reused_first_fit():
         alloc.allocate(make(2, 1))
 
 
+def test_slots_are_allocated_per_pipe_and_job_indices_switch_wide():
+    """Jobs of different pipes hold the same slots (each pipe's registers are its own); a
+    full pipe refuses a job that another pipe still takes."""
+    alloc = Allocator(num_slots=100, max_jobs=8)
+    pipes = {1: 0, 2: 1, 3: 0, 4: 1, 5: 0}
+    pipe_of = lambda spec: pipes[spec.id]  # noqa: E731
+    placed = {}
+    for job_id, slots in ((1, 60), (2, 60), (3, 40), (4, 30)):
+        placed[job_id] = alloc.allocate(make(job_id, slots), pipe_of)
+        alloc.add(placed[job_id])
+    assert {j: p.slot_base for j, p in placed.items()} == {1: 0, 2: 0, 3: 60, 4: 60}
+    assert len({p.job_index for p in placed.values()}) == 4
+    with pytest.raises(SpecError, match="no free range of that size is left in pipe 0 "
+                                        "\\(0 of 100"):
+        alloc.allocate(make(5, 1), pipe_of)
+    pipes[5] = 1
+    assert alloc.allocate(make(5, 10), pipe_of).slot_base == 90
+
+
 def test_job_indices_run_out_cleanly():
     alloc = Allocator(num_slots=100, max_jobs=3)
     for j in (1, 2):

@@ -78,14 +78,14 @@ class TofinoController(SwitchController):
         counts.update(super().reconcile())
         return counts
 
-    def pipe(self, job: AdmittedJob) -> int:
+    def pipe_of(self, spec: JobSpec) -> int:
         """Its workers' pipe (admission refuses a job whose workers are in several)."""
-        return pipe_of(job.spec.workers[0].port)
+        return pipe_of(spec.workers[0].port)
 
     def status(self) -> dict:
         return {"switch": self.address, "device_id": self.device_id, "program": self.program,
                 **super().status(),
-                "pipes": {jid: self.pipe(j) for jid, j in sorted(self.jobs.items())}}
+                "pipes": {jid: self.pipe_of(j.spec) for jid, j in sorted(self.jobs.items())}}
 
     # -- the BF Runtime side of the backend ---------------------------------------------------
 

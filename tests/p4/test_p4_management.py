@@ -117,7 +117,7 @@ def check_every_read(controller, sa_atp_ctl_slot, job: Job, expected: dict) -> N
         a, b = controller.read_slot(job.spec.id, slot)
         expected[slot].check(a if expected[slot].index % 2 == 0 else b)
     pool = controller.desired.allocator.pool_range()[0]   # chunk 3's lanes: pool slot 0, set 0
-    [lanes] = controller.aggregator.read(controller.conn, [pool], controller.pipe(placed))
+    [lanes] = controller.aggregator.read(controller.conn, [pool], controller.pipe_of(placed.spec))
     assert lanes.held_by == expected[3].index and lanes.holder & P.POOL_HELD
     assert lanes.lanes == tuple(int(v) for v in expected["pool"])
     for slot in (0, 2):

@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from control_plane import cli
@@ -17,11 +18,11 @@ from control_plane.tofino.controller import TofinoController
 from control_plane.tofino.ports import port_entries
 from protocol import constants as P
 from protocol.jobspec import JobSpec, SpecError, WorkerSpec
-from tests.p4.packets import job_spec
+from tests.p4.packets import SWITCH, Job, assert_result_to_all, job_spec, random_lanes
 from tests.targets import EmbeddedTarget
 from tests.tofino.fake_bfrt import FakeClient
 from tests.tofino.fake_switch import FakeSwitch
-from tests.tofino.targets import REQUIRES_V2, compiled_is_v2, switch_config
+from tests.tofino.targets import REQUIRES_V2, ModelTarget, compiled_is_v2, switch_config
 
 PORTS = tuple(range(1, 9))
 CONFIG = """
@@ -151,6 +152,31 @@ def test_a_job_across_two_pipes_is_refused_before_anything_is_written(fake):
     with pytest.raises(SpecError, match="pipes \\[0, 1\\]"):
         ctl.admit(spec)
     assert fake.writes == [] and ctl.jobs == {}
+
+
+def test_jobs_of_two_pipes_sum_in_the_same_slots_of_their_own_registers():
+    """Each pipe's registers are its own, so the allocator gives a job of pipe 1 the slots a
+    job of pipe 0 holds; their chunks, interleaved on the model, each sum only their own
+    contributions (numpy's sum)."""
+    target = ModelTarget((1, 2, 130, 131))
+    ctl = target.controller()
+    ctl.reconcile()
+    jobs = [Job(job_spec(1, 2, slots=4), target),
+            Job(JobSpec(2, 4, tuple(WorkerSpec(i, 130 + i, f"02:00:00:00:02:0{i + 1}",
+                                               f"10.2.0.{i + 1}", P.UDP_PORT + i)
+                                    for i in range(2)), switch_mac=SWITCH.mac,
+                        switch_ip=SWITCH.ip), target)]
+    placed = [ctl.admit(j.spec) for j in jobs]
+    assert [ctl.pipe_of(p.spec) for p in placed] == [0, 1]
+    assert placed[0].slot_base == placed[1].slot_base == 0
+    rng = np.random.default_rng(3)
+    rows = [random_lanes(rng, 2) for _ in jobs]
+    for chunk in range(3):
+        for job, r in zip(jobs, rows, strict=True):
+            assert job.data(0, chunk, r[0] + chunk) == []
+        for job, r in zip(jobs, rows, strict=True):
+            assert_result_to_all(job, job.data(1, chunk, r[1]), chunk, r[0] + chunk + r[1],
+                                 0b11, 2)
 
 
 def test_a_job_borrows_from_the_pool_and_its_removal_frees_the_lanes_it_holds(fake):
