@@ -338,6 +338,7 @@ class Trainer:
         return torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
 
     def close(self) -> None:
+        self.driver.close()
         if self.switch:
             self.state.communicator.close()
 

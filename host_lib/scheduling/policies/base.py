@@ -159,6 +159,17 @@ class StepHistory:
         recent = [t for t in self.least_comm_s[-k:] if not math.isnan(t)]
         return statistics.median(recent) if recent else 0.0
 
+    def steps_since(self, k: int) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+        """The iterations from ``k`` on as :meth:`add` takes them."""
+        return [(self.compute_s[i], self.samples[i],
+                 {name: self.measured[name][i] for name in STEP_FIELDS})
+                for i in range(k, len(self))]
+
+    def comms_since(self, k: int) -> list[tuple[np.ndarray, dict]]:
+        """The communication times from iteration ``k`` on as :meth:`add_comm` takes them."""
+        return [(self.comm_s[i], {name: self.measured[name][i] for name in COMM_FIELDS})
+                for i in range(k, len(self.comm_s))]
+
     def __len__(self) -> int:
         return len(self.compute_s)
 

@@ -27,8 +27,10 @@ asks for the next iteration's plan as soon as it has published its step time, on
 own: waiting for the peers' step times, planning and fetching the plan then overlap the
 gradient's communication instead of delaying the next iteration's compute (SA-ATP's cost model
 replays several splits each iteration; on the 2-core testbed, every rank planning between
-iterations cost it 6-8 ms of a 47 ms iteration). Such a policy's plan reads nothing but the
-history (:meth:`Policy.plan`).
+iterations cost it 6-8 ms of a 47 ms iteration). The planner's policy runs in a process of its
+own (:mod:`host_lib.scheduling.policies.planner_process`), so that its computing does not hold
+the training process's interpreter lock while the gradient is communicated. Such a policy's
+plan reads nothing but the history (:meth:`Policy.plan`), and it observes no aggregate.
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
@@ -48,6 +50,7 @@ import numpy as np
 from host_lib.engine.rounds import RoundPlan
 from host_lib.scheduling.policies.base import IterationPlan, Policy
 from host_lib.scheduling.policies.exchange import PLANNER, StepTimeExchange
+from host_lib.scheduling.policies.planner_process import PlannerProcess
 from host_lib.scheduling.sampling import GlobalBatchSampler, split
 from host_lib.scheduling.work_stealing import (
     Expectation,
@@ -116,6 +119,11 @@ class PolicyDriver:
         self.sampler = sampler
         self.hook_state = hook_state
         self.exchange = StepTimeExchange(store, rank, world, job)
+        if policy.uses_history and type(policy).observe is not Policy.observe:
+            raise ValueError(f"policy {policy.name} plans from the history, in a process of "
+                             f"its own, and cannot observe the aggregates")
+        self.planner = (PlannerProcess(policy) if policy.uses_history and rank == PLANNER
+                        else None)
         self.pending: PendingGradient | None = None
         self.comm_s = math.nan  # this rank's communication time of the previous iteration
         self.comm_measured: dict[str, float] = {}  # and its COMM_FIELDS
@@ -141,7 +149,7 @@ class PolicyDriver:
             return self.policy.plan(it, self.exchange.history)
         if self.rank != PLANNER:
             return self.exchange.shared_plan(it)
-        plan = self.policy.plan(it, self.exchange.collect(it - 1))
+        plan = self.planner.plan(it, self.exchange.collect(it - 1))
         self.exchange.share_plan(plan)
         return plan
 
@@ -211,6 +219,11 @@ class PolicyDriver:
         """This rank's communication time of the iteration that just ended, and its other
         COMM_FIELDS (published with the next iteration's step time)."""
         self.comm_s, self.comm_measured = comm_s, measured
+
+    def close(self) -> None:
+        """End the planner process (it also ends with this process)."""
+        if self.planner is not None:
+            self.planner.close()
 
     def observe(self, it: int, update: np.ndarray) -> None:
         """The aggregate of ``it`` (the same on every rank), before the next plan."""
