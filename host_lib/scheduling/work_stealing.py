@@ -103,7 +103,7 @@ def slow_prior(per_sample_s: tuple[float, ...] | None, rank: int) -> float | Non
     worker's, else None. A straggler whose whole share is short enough then reserves it at
     once (a plain DDP step); any other worker computes a micro-batch first, so that it can
     steal (only a worker that has computed some of its own steals)."""
-    return slow_priors(per_sample_s, rank + 1)[rank]
+    return None if per_sample_s is None else slow_priors(per_sample_s, len(per_sample_s))[rank]
 
 
 def slow_priors(per_sample_s: tuple[float, ...] | None, n: int) -> list[float | None]:
