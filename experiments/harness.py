@@ -8,11 +8,12 @@ gradients, and compute emulated from the H100 step-time profile with a per-worke
     python -m experiments.harness --repeat 3          # each cell with seeds 0, 1, 2; medians
 
 Writes ``results.csv`` (one row per scenario, method and seed), ``summary.md`` (a table per
-scenario; with ``--repeat``, the median of the seeds' runs and the range of their times to
-accuracy), ``iteration_times.png`` (the first seed's runs) and ``time_to_accuracy.png`` into
-``--out``, and the runs' logs into ``--logs`` (``<scenario>/<method>``, with ``--repeat``
-``<scenario>/<method>/seed<N>``). One seed decides close calls by run-to-run noise: repeat
-to compare methods a few percent apart.
+scenario; with ``--repeat``, the median of the seeds' runs, the range of their times to
+accuracy and each method against the scenario's first seed by seed, a seed's methods having
+run one after the other), ``iteration_times.png`` (the first seed's runs) and
+``time_to_accuracy.png`` into ``--out``, and the runs' logs into ``--logs``
+(``<scenario>/<method>``, with ``--repeat`` ``<scenario>/<method>/seed<N>``). One seed
+decides close calls by run-to-run noise: repeat to compare methods a few percent apart.
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ def neighbour_iter_mean_ms(logs: Path) -> float:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    matrix = [(s, m, seed) for s in args.scenarios for m in args.methods for seed in args.seeds]
+    # A seed's methods one after the other: the tables compare them seed by seed
+    matrix = [(s, m, seed) for s in args.scenarios for seed in args.seeds for m in args.methods]
     seeds = f" x {args.repeat} seeds" if args.repeat > 1 else ""
     print(f"{len(matrix)} runs: {len(args.scenarios)} scenarios x {len(args.methods)} methods"
           f"{seeds}, {args.workers} workers, {args.iterations} iterations each, compute "

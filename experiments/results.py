@@ -132,12 +132,23 @@ def median_rows(rows: list[dict]) -> list[dict]:
     """One row per (scenario, method), in order of appearance, from runs repeated with several
     seeds: the median of each number. In the time to the target, a run that never got there
     counts as longer than any that did (so the median is None when half or more never did);
-    ``tta_min_s``/``tta_max_s`` span the runs that got there, ``not_reached`` counts the rest."""
+    ``tta_min_s``/``tta_max_s`` span the runs that got there, ``not_reached`` counts the rest.
+
+    ``iter_vs_first`` and ``tta_vs_first`` compare each method with the scenario's first one
+    seed by seed (the median of the per-seed ratios): two runs of one seed, made one after the
+    other, share the machine's state of the moment, which moves a cell by more than the
+    methods differ (docs/policies.md §7), so a ratio of medians over different moments says
+    less than the median of paired ratios."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["scenario"], r["method"]), []).append(r)
+    first = {}  # (scenario, seed) -> the run of the scenario's first method
+    for (scenario, _), group in groups.items():
+        for r in group:
+            first.setdefault((scenario, r.get("seed")), r)
     out = []
     for group in groups.values():
+        paired = [(r, first[(r["scenario"], r.get("seed"))]) for r in group]
         row = dict(group[0])
         row.pop("seed", None)
         for field in _MEDIAN_FIELDS:
@@ -148,9 +159,18 @@ def median_rows(rows: list[dict]) -> list[dict]:
         row["time_to_target_s"] = round(tta, 2) if np.isfinite(tta) else None
         row["fallback_calls"] = sum(r.get("fallback_calls", 0) for r in group)
         row.update(seeds=len(group), tta_min_s=min(reached, default=None),
-                   tta_max_s=max(reached, default=None), not_reached=len(group) - len(reached))
+                   tta_max_s=max(reached, default=None), not_reached=len(group) - len(reached),
+                   iter_vs_first=_median_ratio(paired, "iter_mean_ms"),
+                   tta_vs_first=_median_ratio(paired, "time_to_target_s"))
         out.append(row)
     return out
+
+
+def _median_ratio(paired: list[tuple[dict, dict]], field: str) -> float | None:
+    """The median of ``run[field] / reference[field]`` over the pairs where both have one."""
+    ratios = [r[field] / ref[field] for r, ref in paired
+              if r.get(field) is not None and ref.get(field)]
+    return round(float(np.median(ratios)), 4) if ratios else None
 
 
 def _best_time_to_target(rows: list[dict]) -> float | None:
@@ -201,7 +221,8 @@ def overview_table(rows: list[dict], target: float) -> str:
 def scenario_tables(rows: list[dict], target: float) -> str:
     """Markdown: per scenario, every method's iteration times (ms), time to the target
     accuracy (s) and final accuracy; the best iteration time and the best time to accuracy of
-    each scenario in bold, ratios to the scenario's first method."""
+    each scenario in bold, ratios to the scenario's first method (for repeated runs, the
+    median of the per-seed ratios, and a column with the same for the time to accuracy)."""
     out = []
     for scenario in dict.fromkeys(r["scenario"] for r in rows):
         mine = [r for r in rows if r["scenario"] == scenario]
@@ -209,20 +230,28 @@ def scenario_tables(rows: list[dict], target: float) -> str:
         best_tta = _best_time_to_target(mine)
         # A scenario with a second job on the switch gets a column: that job's iteration mean
         neighbour = any(r.get("neighbour_iter_mean_ms") is not None for r in mine)
+        paired = "iter_vs_first" in mine[0]
+        reference = mine[0]["method"]
         out += [f"### {scenario}: {mine[0]['scenario_description']}", "",
-                f"| method | iteration mean | p50 | p99 | vs {mine[0]['method']} | "
-                f"time to {target:.0%} (s) | final accuracy |"
-                + (" neighbour job's iteration mean |" if neighbour else ""),
-                "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if neighbour else "")]
+                f"| method | iteration mean | p50 | p99 | vs {reference}"
+                + (" (per seed)" if paired else "") + f" | time to {target:.0%} (s) | "
+                + (f"time to {target:.0%} vs {reference} (per seed) | " if paired else "")
+                + "final accuracy |" + (" neighbour job's iteration mean |" if neighbour else ""),
+                "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if paired else "")
+                + ("---:|" if neighbour else "")]
         for r in mine:
             mean = f"{r['iter_mean_ms']:.1f}"
             if r["iter_mean_ms"] == best_iter:
                 mean = f"**{mean}**"
             beside = r.get("neighbour_iter_mean_ms")
+            ratio = r["iter_vs_first"] if paired else r["iter_mean_ms"] / mine[0]["iter_mean_ms"]
+            tta_ratio = ""
+            if paired:
+                tta_ratio = ("—" if r["tta_vs_first"] is None
+                             else f"{r['tta_vs_first']:.3f}x") + " | "
             out.append(f"| {r['method']} | {mean} | {r['iter_p50_ms']:.1f} | "
-                       f"{r['iter_p99_ms']:.1f} | "
-                       f"{r['iter_mean_ms'] / mine[0]['iter_mean_ms']:.2f}x | "
-                       f"{_time_to_target_text(r, best_tta)} | "
+                       f"{r['iter_p99_ms']:.1f} | {ratio:.2f}x | "
+                       f"{_time_to_target_text(r, best_tta)} | {tta_ratio}"
                        f"{r['final_accuracy']:.3f} |"
                        + ((" — |" if beside is None else f" {beside:.1f} |") if neighbour
                           else ""))

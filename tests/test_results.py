@@ -88,12 +88,22 @@ def test_repeated_runs_give_medians_and_the_range_of_their_times_to_accuracy():
     assert sa_atp["time_to_target_s"] == 5.1 and sa_atp["iter_mean_ms"] == 50.0
     assert switch["time_to_target_s"] is None and switch["iter_mean_ms"] == 111.0
     assert "seed" not in boa
+    # against the first method seed by seed: the median of the per-seed ratios, not the ratio
+    # of the medians (switch: 2.196 against 111 / 51 = 2.176); times to accuracy only where
+    # both runs got there
+    assert switch["iter_vs_first"] == pytest.approx(np.median([110 / 50, 111 / 54, 112 / 51]),
+                                                    abs=1e-4)
+    assert sa_atp["tta_vs_first"] == pytest.approx(np.median([5.1 / 5.0, 4.8 / 5.6]), abs=1e-4)
+    assert switch["tta_vs_first"] == pytest.approx(9.0 / 5.6, abs=1e-4)
+    assert (boa["iter_vs_first"], boa["tta_vs_first"]) == (1.0, 1.0)
     tables = scenario_tables([boa, sa_atp, switch], 0.95)
-    assert "| boa | 51.0 | 51.0 | 51.0 | 1.00x | 5.6 (5.0–5.6, 1 of 3 not reached) | 0.960 |" \
+    assert "| vs boa (per seed) | time to 95% (s) | time to 95% vs boa (per seed) |" in tables
+    assert "| boa | 51.0 | 51.0 | 51.0 | 1.00x | 5.6 (5.0–5.6, 1 of 3 not reached) | 1.000x | " \
+        "0.960 |" in tables
+    assert "| sa-atp | **50.0** | 50.0 | 50.0 | 0.98x | **5.1** (4.8–5.3) | 0.939x | 0.960 |" \
         in tables
-    assert "| sa-atp | **50.0** | 50.0 | 50.0 | 0.98x | **5.1** (4.8–5.3) | 0.960 |" in tables
-    assert "| switch | 111.0 | 111.0 | 111.0 | 2.18x | not reached (9.0–9.0, 2 of 3 not " \
-        "reached) | 0.960 |" in tables
+    assert "| switch | 111.0 | 111.0 | 111.0 | 2.20x | not reached (9.0–9.0, 2 of 3 not " \
+        "reached) | 1.607x | 0.960 |" in tables
 
 
 def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
@@ -111,12 +121,16 @@ def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
                   "--logs", str(tmp_path / "logs")])
     with open(tmp_path / "out" / "results.csv") as f:
         rows = list(csv.DictReader(f))
+    # a seed's methods one after the other
     assert [(r["method"], r["seed"], r["time_to_target_s"]) for r in rows] == [
-        ("switch", "5", "0.4"), ("switch", "6", "0.5"), ("boa", "5", "0.3"), ("boa", "6", "0.3")]
+        ("switch", "5", "0.4"), ("boa", "5", "0.3"), ("switch", "6", "0.5"), ("boa", "6", "0.3")]
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "seeds 5-6: each number the median of 2 runs" in text
-    assert "| switch | **100.0** | 100.0 | 100.0 | 1.00x | 0.5 (0.4–0.5) | 0.970 |" in text
-    assert "| boa | **100.0** | 100.0 | 100.0 | 1.00x | **0.3** (0.3–0.3) | 0.970 |" in text
+    assert "| switch | **100.0** | 100.0 | 100.0 | 1.00x | 0.5 (0.4–0.5) | 1.000x | 0.970 |" \
+        in text
+    # boa's time to accuracy per seed against switch's: 0.3 / 0.4 and 0.3 / 0.5
+    assert "| boa | **100.0** | 100.0 | 100.0 | 1.00x | **0.3** (0.3–0.3) | 0.675x | 0.970 |" \
+        in text
 
 
 @pytest.mark.slow
