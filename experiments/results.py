@@ -317,6 +317,7 @@ def plot_time_to_accuracy(rows: list[dict], path: Path, target: float) -> Path:
     width = 0.8 / len(methods)
     fig, ax = plt.subplots(figsize=(max(7.0, 1.9 * len(scenarios)), 4.0))
     for m, method in enumerate(methods):
+        label = method  # on the method's first bar, whichever scenario has it first
         for s, scenario in enumerate(scenarios):
             row = next((r for r in rows if r["scenario"] == scenario and r["method"] == method),
                        None)
@@ -326,7 +327,8 @@ def plot_time_to_accuracy(rows: list[dict], path: Path, target: float) -> Path:
             ax.bar(s + (m - (len(methods) - 1) / 2) * width,
                    row["time_to_target_s"] if reached else row["total_s"], width,
                    color=colors[method], hatch=None if reached else "//",
-                   alpha=1.0 if reached else 0.35, label=method if s == 0 else None)
+                   alpha=1.0 if reached else 0.35, label=label)
+            label = None
     ax.set_xticks(range(len(scenarios)), scenarios, fontsize=9)
     ax.set_ylabel(f"time to {target:.0%} test accuracy (s)")
     ax.set_title("hatched: not reached within the run (bar = the run's length)", fontsize=8)
