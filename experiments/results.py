@@ -142,13 +142,14 @@ def median_rows(rows: list[dict]) -> list[dict]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["scenario"], r["method"]), []).append(r)
-    first = {}  # (scenario, seed) -> the run of the scenario's first method
+    first = {}  # (scenario, seed) -> the run of the scenario's first method in that seed
     for (scenario, _), group in groups.items():
-        for r in group:
-            first.setdefault((scenario, r.get("seed")), r)
+        if not any(key[0] == scenario for key in first):
+            first.update({(scenario, r.get("seed")): r for r in group})
     out = []
     for group in groups.values():
-        paired = [(r, first[(r["scenario"], r.get("seed"))]) for r in group]
+        paired = [(r, first[(r["scenario"], r.get("seed"))]) for r in group
+                  if (r["scenario"], r.get("seed")) in first]
         row = dict(group[0])
         row.pop("seed", None)
         for field in _MEDIAN_FIELDS:

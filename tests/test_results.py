@@ -106,6 +106,18 @@ def test_repeated_runs_give_medians_and_the_range_of_their_times_to_accuracy():
         "reached) | 1.607x | 0.960 |" in tables
 
 
+def test_a_seed_without_the_first_methods_run_is_left_out_of_the_pairs():
+    """The first method's run of seed 1 failed: the other method's seed 1 is compared with
+    nothing (not with another method's run), its seeds 0 and 2 give the ratios 2.0 and 1.0."""
+    runs = [row("s", method, ms, tta) | {"seed": seed} for seed, method, ms, tta in (
+        (0, "boa", 10.0, 1.0), (0, "sa-atp", 20.0, 3.0), (1, "sa-atp", 30.0, 2.0),
+        (1, "switch", 40.0, 2.0), (2, "boa", 10.0, 2.0), (2, "sa-atp", 10.0, 1.0))]
+    boa, sa_atp, switch = median_rows(runs)
+    assert sa_atp["iter_vs_first"] == np.median([2.0, 1.0])
+    assert sa_atp["tta_vs_first"] == np.median([3.0, 0.5])
+    assert switch["iter_vs_first"] is None and switch["tta_vs_first"] is None
+
+
 def test_the_harness_reports_repeated_runs_from_their_logs(tmp_path):
     from experiments import harness
 
