@@ -142,10 +142,11 @@ def median_rows(rows: list[dict]) -> list[dict]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["scenario"], r["method"]), []).append(r)
-    first = {}  # (scenario, seed) -> the run of the scenario's first method in that seed
-    for (scenario, _), group in groups.items():
-        if not any(key[0] == scenario for key in first):
-            first.update({(scenario, r.get("seed")): r for r in group})
+    first_method: dict[str, str] = {}  # per scenario, its first method
+    for scenario, method in groups:
+        first_method.setdefault(scenario, method)
+    first = {(scenario, r.get("seed")): r  # (scenario, seed) -> that method's run
+             for scenario, method in first_method.items() for r in groups[(scenario, method)]}
     out = []
     for group in groups.values():
         paired = [(r, first[(r["scenario"], r.get("seed"))]) for r in group
