@@ -16,11 +16,12 @@ per rack; fan-in in proportion) and a spine switch sums the racks' partials (a 3
 racks, as ATP's two aggregation levels), then the results go back down.
 
 Slot takeover (protocol §7.2): a block's helper (``plan.helpers`` of its rack, in duty order)
-asks for the slots once ``max(2 RTO, takeover_after)`` has passed since it sent the block and
-only stragglers are missing; the switch hands it the partial and frees the aggregators, the
-other workers' windows move on, the missing workers' data go to the helper, which sums on its
-host and has the switch multicast the result. Helper traffic has its own FIFO per helper,
-beside the helper's data and result streams (which it would share the link with).
+asks for the slots once ``max(2 RTO, takeover_after)`` has passed since it sent the block (2 RTO
+for a block of a shared pool, as for a chunk in a borrowed slot) and only stragglers are
+missing; the switch hands it the partial and frees the aggregators, the other workers' windows
+move on, the missing workers' data go to the helper, which sums on its host and has the switch
+multicast the result. Helper traffic has its own FIFO per helper, beside the helper's data and
+result streams (which it would share the link with).
 
 Shared pool: a block that finds too few free aggregators is summed on a host instead, either
 ATP's way (the job's parameter server: every contribution goes there) or SA-ATP's (the block
@@ -277,7 +278,10 @@ class SwitchAggregation:
         if not np.isfinite(sent[h]):
             return None
         rto = self.net.rto_s
-        freed = sent[h] + max(2 * rto, plan.takeover_after) + self.net.latency_s
+        # A block of the shared pool holds aggregators other jobs wait for: it is taken over as
+        # soon as it is late, whatever lag the plan expects (as a borrowed slot's chunk is).
+        wait = 2 * rto if self.pool is not None else max(2 * rto, plan.takeover_after)
+        freed = sent[h] + wait + self.net.latency_s
         if done <= freed:
             return None
         expected = rack[plan.contributors[rack]]

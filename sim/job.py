@@ -26,6 +26,7 @@ exchange, the comm hook, the optimizer step) are :class:`HostCosts`.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,13 +50,15 @@ class HostCosts:
     plan_s: float = 0.0  # iteration end -> next compute start (plan, step-time exchange)
     call_s: float = 0.0  # gradient ready -> first packet (publish step time, comm hook)
     finish_s: float = 0.0  # last result -> iteration end (dequantize, optimizer step)
-    # More per call when the plan names helpers but flags no straggler: the helpers may then
-    # take over any chunk that waits past jitter, and on the testbed they do, at a cost.
+    # More per call when the plan names helpers, flags no straggler and arms takeover: the
+    # helpers may then take over any chunk that waits past jitter, and on the testbed they do,
+    # at a cost.
     helper_s: float = 0.0
     claim_s: float = 0.0  # one store round trip: a work-stealing claim
 
     def call(self, plan: IterationPlan) -> float:
-        return self.call_s + (self.helper_s if plan.helpers and not plan.stragglers else 0.0)
+        armed = plan.helpers and not plan.stragglers and math.isfinite(plan.takeover_after)
+        return self.call_s + (self.helper_s if armed else 0.0)
 
 
 @dataclass

@@ -127,6 +127,22 @@ def test_a_persistent_straggler_gets_boas_split_and_no_stealing_once_it_is_fitte
     assert sa[45:].mean() <= 1.01 * boa[45:].mean()
 
 
+def test_takeover_is_armed_in_the_jobs_own_slots_only_while_the_plan_leaves_a_straggler_late():
+    """A 3x straggler from the start. With BOA's split it is on time, so nothing waits for the
+    job's own slots and takeover is off there (inf); with even shares and no compute help
+    (sa-atp-takeover) it stays late, and takeover is armed past the lag the plan expects.
+    Without a straggler it is never armed."""
+    schedule = SlowdownSchedule(static={5: 3.0})
+    plans, _ = run(job("sa-atp", schedule, iterations=60))
+    assert all(5 in p.stragglers for p in plans[45:])
+    assert all(p.takeover_after == np.inf for p in plans[45:])
+    plans, _ = run(job("sa-atp-takeover", schedule, iterations=60))
+    assert all(5 in p.stragglers for p in plans[5:])
+    assert all(0 < p.takeover_after < np.inf for p in plans[5:])
+    plans, _ = run(job("sa-atp", SlowdownSchedule()))
+    assert all(p.takeover_after == np.inf for p in plans)
+
+
 def test_transient_slowdowns_are_answered_by_stealing():
     """Slowdowns that come and go: SA-ATP steals, and its iterations are far shorter than
     BOA's, whose split always answers the iteration before."""
