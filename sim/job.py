@@ -50,9 +50,9 @@ class HostCosts:
     plan_s: float = 0.0  # iteration end -> next compute start (plan, step-time exchange)
     call_s: float = 0.0  # gradient ready -> first packet (publish step time, comm hook)
     finish_s: float = 0.0  # last result -> iteration end (dequantize, optimizer step)
-    # More per call when the plan names helpers, flags no straggler and arms takeover: the
-    # helpers may then take over any chunk that waits past jitter, and on the testbed they do,
-    # at a cost.
+    # More per call when the plan names helpers, flags no straggler and arms takeover (not in
+    # the first iteration): the helpers may then take over any chunk that waits past jitter,
+    # and on the testbed they do, at a cost.
     helper_s: float = 0.0
     claim_s: float = 0.0  # one store round trip: a work-stealing claim
 

@@ -131,7 +131,8 @@ def test_takeover_is_armed_in_the_jobs_own_slots_only_while_the_plan_leaves_a_st
     """A 3x straggler from the start. With BOA's split it is on time, so nothing waits for the
     job's own slots and takeover is off there (inf); with even shares and no compute help
     (sa-atp-takeover) it stays late, and takeover is armed past the lag the plan expects.
-    Without a straggler it is never armed."""
+    Without a flagged worker it is armed for any chunk that waits past jitter: a worker that
+    slows down now is flagged only from the next iteration on."""
     schedule = SlowdownSchedule(static={5: 3.0})
     plans, _ = run(job("sa-atp", schedule, iterations=60))
     assert all(5 in p.stragglers for p in plans[45:])
@@ -140,7 +141,7 @@ def test_takeover_is_armed_in_the_jobs_own_slots_only_while_the_plan_leaves_a_st
     assert all(5 in p.stragglers for p in plans[5:])
     assert all(0 < p.takeover_after < np.inf for p in plans[5:])
     plans, _ = run(job("sa-atp", SlowdownSchedule()))
-    assert all(p.takeover_after == np.inf for p in plans)
+    assert all(not p.stragglers and 0 < p.takeover_after < np.inf for p in plans[1:])
 
 
 def test_transient_slowdowns_are_answered_by_stealing():

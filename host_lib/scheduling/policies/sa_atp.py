@@ -4,10 +4,11 @@
   the helpers; when a chunk has waited longer than normal jitter explains and only stragglers are
   missing, its helper takes the slot over through the switch, so the leading workers keep
   streaming (host_lib.engine.transport, host_lib.engine.takeover): in the job's own slots where
-  the plan leaves a flagged worker late, in slots borrowed from a shared pool whenever a chunk is
-  late. The helpers also sum on their hosts the part of each call the switch's aggregators
-  cannot keep up with, or, where even that is slower than the hosts' own ring allreduce, have the
-  calls go through the ring (:mod:`host_lib.scheduling.policies.host_share`).
+  the plan leaves a flagged worker late or flags nobody, in slots borrowed from a shared pool
+  whenever a chunk is late. The helpers also sum on their hosts the part of each call the
+  switch's aggregators cannot keep up with, or, where even that is slower than the hosts' own
+  ring allreduce, have the calls go through the ring
+  (:mod:`host_lib.scheduling.policies.host_share`).
 * **Work stealing** (spare compute, within the iteration): shares are computed in
   micro-batches, and a worker that has finished its own takes micro-batches from the tail of a
   lagging worker's share (host_lib.scheduling.work_stealing), so a worker that slows down is helped
@@ -105,18 +106,18 @@ class SaAtp(Policy):
                         det: Detection) -> float:
         """How long a chunk in the job's own slots waits before its helper takes it over: past
         the lag the plan itself expects, plus normal jitter, where the plan leaves a flagged
-        worker late; otherwise never (inf). A taken-over chunk still needs the straggler's
-        contribution, so takeover never shortens the job's own iteration (docs/policies.md
-        §3): it frees slots, which pays only where someone waits for them. In the job's own
-        slots nobody does once the split has the straggler on time, and a chunk late by jitter
-        then costs the helpers' host path for nothing (docs/results/paired: 20-247 takeovers a
-        run with the straggler on time, time to 95 % 1.20x BOA's). Chunks in slots borrowed
-        from a shared pool, which other jobs wait for, are taken over whenever they are late
+        worker late or flags nobody (a worker that slows down now is flagged only from the next
+        iteration on); never (inf) where every flagged worker is on time. A taken-over chunk
+        still needs the straggler's contribution: what takeover frees is slots, and once the
+        split has every flagged worker on time nobody waits for them, while a chunk late by the
+        machine's jitter costs the helpers' host path (docs/policies.md §6 and §8: 20-247
+        takeovers a run with the straggler on time). Chunks in slots borrowed from a shared
+        pool, which other jobs wait for, are taken over whenever they are late
         (host_lib.engine.takeover)."""
         predicted = self._per_sample_time(history) * np.asarray(shares)
         allowance = float(np.median(predicted) * (np.exp(det.threshold) - 1))
         late = [w for w in det.flagged if predicted[w] > np.median(predicted) + allowance]
-        if not late:
+        if det.flagged and not late:
             return np.inf
         return float(predicted.max() - predicted.min() + allowance)
 
