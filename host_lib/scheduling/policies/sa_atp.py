@@ -115,8 +115,9 @@ class SaAtp(Policy):
         pool, which other jobs wait for, are taken over whenever they are late
         (host_lib.engine.takeover)."""
         predicted = self._per_sample_time(history) * np.asarray(shares)
-        allowance = float(np.median(predicted) * (np.exp(det.threshold) - 1))
-        late = [w for w in det.flagged if predicted[w] > np.median(predicted) + allowance]
+        typical = float(np.median(predicted))
+        allowance = typical * (np.exp(det.threshold) - 1)
+        late = [w for w in det.flagged if predicted[w] > typical + allowance]
         if det.flagged and not late:
             return np.inf
         return float(predicted.max() - predicted.min() + allowance)
