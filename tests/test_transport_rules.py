@@ -9,6 +9,7 @@ import pytest
 from host_lib.engine.config import CommunicatorConfig
 from host_lib.engine.rounds import CallStats, ProtocolError, Round, RoundPlan, SwitchSilent
 from host_lib.engine.rto import RtoEstimator
+from host_lib.engine.shards import ShardedTransport
 from host_lib.engine.transport import Transport
 from protocol import constants as P
 from protocol.codec import Endpoint, Frame, Header, encode_frame, frame_lanes, frames_from_bytes
@@ -276,3 +277,25 @@ def test_a_helper_that_missed_its_naming_takes_the_news_from_a_forwarded_copy():
     transport.run(rnd, CallStats())
     assert rnd.done[0] and int(rnd.sums[0][0]) == own + sum(others.values())
     assert int(rnd.bitmaps[0]) == 0b111
+
+
+def test_a_helper_holding_a_result_lingers_past_a_peers_longest_backoff():
+    """A chunk summed on a host has its result only at its helper: a peer that lost it asks
+    again once its backed-off timer fires, up to the RTO's ceiling (1 s) later. A worker
+    lingering at close for less than that left such a peer with nobody to answer it (seen as
+    SwitchSilent in tests/test_sa_atp.py at 5 % loss). Holding a result, every wait for the
+    link to go quiet lasts twice the ceiling; holding none, what the caller asked."""
+    sharded = ShardedTransport(ScriptedLink(lambda h: []), CommunicatorConfig(
+        job=1, worker=0, n_workers=2, local=WORKER, switch=SWITCH, run=0, slots=4, shards=1))
+    transport = sharded.transports[0]
+    waits = []
+    transport.serve_idle = lambda timeout, wake=None: waits.append(timeout) and False
+    sharded.linger(0.2, limit=5.0)
+    assert waits == [0.2]
+    duty = transport.takeover._duty(7, RoundPlan())
+    for worker in (0, 1):
+        duty.add_direct(worker, np.full(P.LANES, worker + 1, np.int32), 0, 1)
+    assert duty.try_complete(0.0) and transport.takeover.holds_results()
+    waits.clear()
+    sharded.linger(0.2, limit=5.0)
+    assert waits == [2 * transport.rto.ceiling] and transport.rto.ceiling == 1.0

@@ -61,9 +61,14 @@ class RtoEstimator:
         sample(self.state, rtt)
 
     @property
+    def ceiling(self) -> float:
+        """The longest a backed-off packet waits before it is sent again."""
+        return float(self.state[_MAXIMUM])
+
+    @property
     def rto(self) -> float:
         return timeout(self.state)
 
     def backoff(self, retries: int) -> float:
         """Timeout for a packet already retransmitted ``retries`` times."""
-        return min(float(self.state[_MAXIMUM]), self.rto * (1 << min(retries, 16)))
+        return min(self.ceiling, self.rto * (1 << min(retries, 16)))

@@ -37,6 +37,7 @@ import os
 import select
 import socket
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -168,9 +169,15 @@ class ShardedTransport:
         return heard
 
     def linger(self, quiet: float, limit: float) -> None:
-        """Keep answering peers until every shard's link has been quiet for ``quiet`` s."""
-        import time
-
+        """Keep answering peers until every shard's link has been quiet for ``quiet`` s (at
+        most ``limit``): a peer that lost a result we hold may still ask for it. A result this
+        worker summed as a helper is held by no one else (the switch never had a chunk summed
+        on a host, nor a taken-over chunk's sum), and a peer asks for it again only as often as
+        its backed-off timer allows, at most the RTO's ceiling apart: so while a shard holds
+        one, quiet means quiet for twice that."""
+        for t in self.transports:
+            if t.takeover.holds_results():
+                quiet = max(quiet, 2 * t.rto.ceiling)
         end = time.monotonic() + limit
         while time.monotonic() < end and self.serve_idle(min(quiet, end - time.monotonic())):
             pass

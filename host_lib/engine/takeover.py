@@ -324,6 +324,10 @@ class Takeover:
                            bitmap=duty.result_bitmap, count=duty.result_count,
                            scale=duty.scale or 0, exp=duty.exp)
 
+    def holds_results(self) -> bool:
+        """Whether this worker completed a helper duty that peers may still ask for."""
+        return any(d.result is not None for d in self.duties.values())
+
     def expire(self, now: float) -> None:
         old = [c for c, d in self.duties.items()
                if now - (d.completed_at or d.created_at) > _DUTY_LIFETIME]

@@ -174,13 +174,6 @@ class Transport:
             return True
         return False
 
-    def linger(self, quiet: float, limit: float) -> None:
-        """Keep answering peers until the link has been quiet for ``quiet`` seconds (at most
-        ``limit``): a peer that lost a result we hold may still ask for it."""
-        end = time.monotonic() + limit
-        while time.monotonic() < end and self.serve_idle(min(quiet, end - time.monotonic())):
-            pass
-
     # -- sending ----------------------------------------------------------------------------
 
     def _send_window(self, rnd: Round, stats: CallStats, now: float) -> None:
