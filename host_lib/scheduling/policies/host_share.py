@@ -24,8 +24,14 @@ no better than none, or once it has TRIAL measurements and saves less than GAIN,
 (not worth the helpers' work). From 0, nothing measures the hosts' pace, so a share of PROBE is
 tried now and then: after FIRST_WAIT iterations, then twice as long after each trial that fell
 back to 0, at most LONGEST_WAIT, and from FIRST_WAIT again once a share passed its trial. A
-switch that sums everything in time thus costs a trial rarely; one that cannot keeps a share
-from the first trial on.
+probe's measurement arrives with the plan after next; after a trial that fell back, the
+iteration between goes without a share rather than pay for a second one whose verdict is likely
+the same (on the testbed's slot-budget scenario a probe of 1/32 cost about 7 % of an iteration,
+and each trial held it for two). The first probe, and one after a trial that passed, keep the
+share meanwhile: where the share pays now and then (the simulator's intermittent contention),
+waiting for each verdict without it cost more than the probes it saved (0.901x BOA's iteration
+against 0.891x; a probe of 1/64, 0.900x). A switch that sums everything in time thus costs a
+probe rarely; one that cannot keeps a share from the first trial on.
 
 **The ring.** Hosts summing through the switch carry more than a ring allreduce does: each
 worker receives the contributions to its part and then every result, the helpers' too, where a
@@ -76,6 +82,7 @@ class HostShare:
         self.settled = False  # the share is within SETTLED of where its parts end together
         self.wait = FIRST_WAIT
         self.probe_at = 0  # the first iteration that may try a share
+        self.probed_at = -1  # the probe waiting for its verdict without a share, if any
         self.alone_s: list[float] = []  # what iterations with no share waited, recent ones
         self.shared_s: list[float] = []  # and those of the share being tried, since it started
         self.ring = False  # the calls go through the ring (trial or kept)
@@ -108,12 +115,18 @@ class HostShare:
         if (not self.share and len(self.alone_s) >= MIN_BASELINE
                 and iteration >= self.probe_at):
             self.share, self.shared_s = PROBE, []
+            # after a trial that fell back, a probe waits for its verdict without a share
+            self.probed_at = iteration if self.wait > FIRST_WAIT else -1
         if (self.share >= RING_FROM and self.settled and not self.ring
                 and len(self.shared_s) >= TRIAL and iteration >= self.ring_at):
             self.ring, self.ring_s = True, []  # a share that passed its trial: the ring?
         ring = self.ring and not (self.ring_kept and iteration == self.ring_at)
-        self.used.append((self.share, ring))
-        return self.share, ring
+        share = self.share
+        waiting = self.probed_at >= 0 and iteration == self.probed_at + 1
+        if share and not self.shared_s and waiting:
+            share = 0.0  # the probe's verdict is not in yet: wait for it without a share
+        self.used.append((share, ring))
+        return share, ring
 
     def _steer(self, used: float, history: StepHistory) -> None:
         """Halfway to the share that ends both parts together, at their measured paces."""
