@@ -234,9 +234,13 @@ def test_takeover_gives_exact_sums_to_every_worker_under_loss(tmp_path, loss, sh
 
 
 def test_takeover_survives_a_helper_that_loses_a_fifth_of_its_packets(tmp_path):
-    # a round trip to worker 1 fails one time in three: give it longer before it calls the
-    # switch dead
+    """A round trip to worker 1 fails one time in three: it gets longer before it calls the
+    switch dead. Its losses back its round-trip timer off, and a helper waits at least twice
+    that timer before it takes a chunk, so the next helper in duty order would take every
+    chunk designated to 1 first: workers 0 and 2 never take over here, and worker 1 takes the
+    chunks designated to it and, second in duty order, those designated to 0."""
     stats = run_takeover(tmp_path, impairment={1: {"drop": 0.2, "seed": 5}},
+                         takeover_after={0: 3600.0, 2: 3600.0},
                          until=[taken_over(by=1)], silence_timeout=20.0)
     assert sum(s.helper_results for s in stats[1]) > 0
 
