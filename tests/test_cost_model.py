@@ -71,6 +71,7 @@ def test_on_a_tie_the_simpler_option_wins():
     for _ in range(3):
         model.record({"even": (10, 10), "boa": (10, 10)}, False)
         h.add(np.array([0.02, 0.02]), np.array([10, 10]))
+    model.measure(h)
     choice = model.choose(h)
     assert (choice.split, choice.steal) == ("even", False)
 
@@ -117,12 +118,16 @@ def test_without_a_straggler_sa_atp_is_plain_aggregation():
 
 
 def test_a_persistent_straggler_gets_boas_split_and_no_stealing_once_it_is_fitted():
-    """A 3x straggler from the start: stealing answers the first iterations, then BOA's split
-    alone (stealing costs claims and finds nothing to take); SA-ATP ends within 1 % of BOA."""
+    """A 3x straggler from the start: the plan right after its first iteration already cuts
+    its share (the guard against the measured models' split reads the latest speeds), stealing
+    answers the next ones (the choice comes from the replays, which lag an iteration), then
+    BOA's split alone (stealing costs claims and finds nothing to take); SA-ATP ends within
+    1 % of BOA."""
     schedule = SlowdownSchedule(static={5: 3.0})
     plans, sa = run(job("sa-atp", schedule, iterations=60))
     _, boa = run(job("boa", schedule, iterations=60))
-    assert plans[1].steal  # the first iteration with history: the straggler shows
+    assert plans[1].shares[5] < plans[0].shares[5] / 2 and not plans[1].steal
+    assert plans[2].steal  # the first plan with a replay: the straggler shows
     assert not any(p.steal for p in plans[45:])
     assert all(p.shares[5] < 12 for p in plans[45:])
     assert sa[45:].mean() <= 1.01 * boa[45:].mean()

@@ -24,12 +24,15 @@ N, BATCH = 4, 256
 @pytest.mark.parametrize("name", ["sa-atp", "boa"])
 def test_its_plans_are_those_the_policy_makes_here(name):
     """A straggler that turns up at iteration 10: SA-ATP's cost model, replays and detector
-    all run in the child, on the history it was sent row by row."""
+    all run in the child, on the history it was sent row by row. The child prepares each next
+    plan when asked, as the driver asks once an iteration's communication is over; the policy
+    here is never asked, and prepares in the plan itself, to the same plans."""
     remote, local = PlannerProcess(make_policy(name, N, BATCH)), make_policy(name, N, BATCH)
     history, rng = StepHistory(N), np.random.default_rng(0)
     try:
         for it in range(40):
             plan = remote.plan(it, history)
+            remote.prepare()
             assert plan == local.plan(it, history), it
             slow = np.where((np.arange(N) == 1) & (it >= 10), 3.0, 1.0)
             shares = np.asarray(plan.shares)
@@ -50,6 +53,25 @@ def test_what_the_policy_raises_comes_back_with_its_traceback():
     with pytest.raises(RuntimeError, match="(?s)in min_max_split.*no split of 64 samples"):
         planner.plan(1, history)
     planner.close()
+
+
+class FailsToPrepare(Boa):
+    """BOA, but for a preparation that raises."""
+
+    def prepare(self, history: StepHistory) -> None:
+        raise ValueError(f"cannot prepare on {len(history)} iterations")
+
+
+def test_what_a_preparation_raises_comes_back_with_the_next_plan():
+    planner = PlannerProcess(FailsToPrepare(2, 64))
+    history = StepHistory(2)
+    assert planner.plan(0, history).shares == (32, 32)
+    history.add([0.1, 0.2], [32, 32])
+    planner.prepare()
+    with pytest.raises(RuntimeError, match="(?s)in prepare.*cannot prepare on 0 iterations"):
+        planner.plan(1, history)
+    planner.close()
+    assert planner.process.returncode == 0
 
 
 PARENT = textwrap.dedent("""

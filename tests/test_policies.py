@@ -6,6 +6,7 @@ iteration costs a fixed communication time on top of its slowest contributor."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import numpy as np
@@ -47,6 +48,27 @@ def test_every_policy_plans_a_consistent_split(name):
         assert all(weights[w] > 0 or plan.shares[w] == 0 for w in contributors)
         assert all(weights[w] == 0 for w in range(N) if w not in contributors)
         assert 0 <= plan.fanin <= len(contributors)
+
+
+def test_a_history_upto_earlier_sizes_is_the_history_as_it_was():
+    """What SA-ATP prepares its plans on when the training loop did not ask it to: the rows of
+    every series as they stood, one iteration of communication behind the steps."""
+    history, rng = StepHistory(N), np.random.default_rng(0)
+    snapshots = []
+    for it in range(6):
+        snapshots.append(copy.deepcopy(history))
+        history.add(rng.random(N), rng.integers(1, 9, N), pass_s=rng.random(N))
+        if it:
+            history.add_comm(rng.random(N), busy_s=rng.random(N))
+    for then in snapshots:
+        now = history.upto(len(then), len(then.comm_s))
+        assert (len(now), len(now.comm_s), now.least_comm_s) == (
+            len(then), len(then.comm_s), then.least_comm_s)
+        for name in ("pass_s", "claim_s", "busy_s", "host_s"):
+            np.testing.assert_array_equal(now.series(name, 8), then.series(name, 8))
+        for mine, theirs in ((now.window(8), then.window(8)),
+                             (now.series("comm_s", 8), then.series("comm_s", 8))):
+            np.testing.assert_array_equal(mine, theirs)
 
 
 # -- DPAR ---------------------------------------------------------------------------------------

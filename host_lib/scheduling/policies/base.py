@@ -170,6 +170,15 @@ class StepHistory:
         return [(self.comm_s[i], {name: self.measured[name][i] for name in COMM_FIELDS})
                 for i in range(k, len(self.comm_s))]
 
+    def upto(self, steps: int, comms: int) -> StepHistory:
+        """The history as it was when it held ``steps`` iterations and ``comms`` rows of
+        communication."""
+        view = StepHistory(self.n_workers, self.compute_s[:steps], self.samples[:steps],
+                           self.comm_s[:comms], least_comm_s=self.least_comm_s[:comms])
+        for name, values in self.measured.items():
+            view.measured[name] = values[:steps if name in STEP_FIELDS else comms]
+        return view
+
     def __len__(self) -> int:
         return len(self.compute_s)
 
@@ -211,6 +220,13 @@ class Policy(ABC):
         """The plan of ``iteration``; ``history`` holds iterations 0 .. iteration - 1. A
         policy that ``uses_history`` must read nothing else: the driver plans it while the
         gradient of ``iteration - 1`` is still being aggregated, before :meth:`observe`."""
+
+    def prepare(self, history: StepHistory) -> None:
+        """Work for the next plan that may lag an iteration, on the history the last plan saw
+        (SA-ATP's cost model replays): the training loop calls it once the iteration's
+        communication is over, so that it runs while the workers compute, not while their
+        gradient is communicated. Most policies have none."""
+        return None
 
     def observe(self, iteration: int, update: np.ndarray) -> None:
         """The aggregated gradient of ``iteration`` (the same on every worker), before the

@@ -53,13 +53,14 @@ class Choice:
     steal: bool
     keep_s: float
     predicted_s: dict[tuple[str, bool], float]  # the mean replayed time of every option
-    per_sample_s: tuple[float, ...] | None  # each worker's typical speed (None: unknown)
 
 
 class CostModel:
-    """Remembers what each split proposed for each iteration, replays each iteration once its
-    measurements are in, and picks the option that would have been fastest over the last
-    ``window`` of them.
+    """Remembers what each split proposed for each iteration, measures each worker's speed in
+    it once its step times are in (:meth:`measure`), replays it (:meth:`choose`) and picks the
+    option that would have been fastest over the last ``window`` of them. Measuring is cheap
+    and feeds the next plan's shares; the replays are not, and SA-ATP runs them between plans
+    (:meth:`~host_lib.scheduling.policies.sa_atp.SaAtp.prepare`).
 
     ``splits`` names the candidate splits in order of preference (the simplest first);
     ``pieces`` is the stealing's micro-batches per share; ``tolerance`` the relative margin by
@@ -73,7 +74,9 @@ class CostModel:
                  tolerance: float = 0.002, recent: int = 8):
         self.splits, self.pieces, self.window = splits, pieces, window
         self.tolerance, self.recent = tolerance, recent
-        self.proposed: deque[dict[str, tuple[int, ...]]] = deque()  # not yet replayed
+        self.proposed: deque[dict[str, tuple[int, ...]]] = deque()  # not yet measured
+        # measured, not yet replayed: the proposals, the speeds, the ones before and kappa
+        self.unreplayed: deque[tuple[dict, np.ndarray, np.ndarray | None, float]] = deque()
         self.replayed: deque[dict[tuple[str, bool], float]] = deque(maxlen=window)
         self.stole: list[bool] = []  # per iteration so far, whether it was a stealing one
         self.speed: np.ndarray | None = None  # the latest iteration's speeds
@@ -87,34 +90,41 @@ class CostModel:
         self.proposed.append(proposals)
         self.stole.append(steal)
 
-    def choose(self, history: StepHistory, shape: float = 0.0, steal_allowed: bool = True
-               ) -> Choice:
-        """The option for the next iteration; ``history`` holds every iteration recorded so
-        far, ``shape`` is the fitted models' c / a (used until stealing has measured it)."""
-        keep_s = self.keep_s(history)
+    def measure(self, history: StepHistory, shape: float = 0.0) -> None:
+        """Each worker's speed in every iteration measured since the last call, and the fixed
+        cost in samples they are measured against (``shape``, the fitted models' c / a, until
+        stealing has measured it): what :meth:`typical_speed` and ``kappa`` give the plan of
+        the next iteration. The iterations wait for :meth:`choose` to replay them."""
         kappa = measured_kappa(history, self.recent)
         if kappa is not None:
             self.measured = kappa
         kappa = self.kappa = shape if self.measured is None else self.measured
-        options = [(s, st) for st in ((False, True) if steal_allowed else (False,))
-                   for s in self.splits]
-        claim_s = _recent_median(history.series("claim_s", self.recent)) or 0.0
         first = len(self.stole) - len(self.proposed)  # the iteration proposed[0] was for
         while self.proposed and first < len(history):
-            proposals = self.proposed.popleft()
             prior = self.speed
             self.speed = _speeds(history.compute_s[first], history.samples[first], kappa,
                                  self.speed)
             self.speeds.append(self.speed)
             self._typical = None
+            self.unreplayed.append((self.proposed.popleft(), self.speed, prior, kappa))
+            first += 1
+
+    def choose(self, history: StepHistory, steal_allowed: bool = True) -> Choice:
+        """The option that would have been fastest over the replayed iterations, once those
+        :meth:`measure` has measured since the last call are replayed too."""
+        keep_s = self.keep_s(history)
+        options = [(s, st) for st in ((False, True) if steal_allowed else (False,))
+                   for s in self.splits]
+        claim_s = _recent_median(history.series("claim_s", self.recent)) or 0.0
+        while self.unreplayed:
+            proposals, speed, prior, kappa = self.unreplayed.popleft()
             keys = {(split, steal): (tuple(proposals[split]), steal) for split, steal in options}
-            computed = {key: self._compute(np.asarray(key[0]), self.speed, prior, kappa,
-                                           key[1], claim_s, keep_s)
+            computed = {key: self._compute(np.asarray(key[0]), speed, prior, kappa, key[1],
+                                           claim_s, keep_s)
                         for key in set(keys.values())}  # splits often agree
             self.replayed.append({option: computed[key] for option, key in keys.items()})
-            first += 1
         if not self.replayed:
-            return Choice(self.splits[0], False, keep_s, {}, None)
+            return Choice(self.splits[0], False, keep_s, {})
         tails = self._tails(history)
         replays = {o: np.array([r[o] for r in self.replayed]) for o in options}
         predicted = {}
@@ -132,8 +142,7 @@ class CostModel:
                     split[mode] = candidate
         steal = (steal_allowed and predicted[(split[True], True)]
                  < predicted[(split[False], False)] * (1 - self.tolerance))
-        return Choice(split[steal], steal, keep_s, predicted,
-                      tuple(self.typical_speed().tolist()))
+        return Choice(split[steal], steal, keep_s, predicted)
 
     def typical_speed(self) -> np.ndarray | None:
         """Each worker's time per effective sample, median of the last three iterations (one

@@ -29,8 +29,11 @@ gradient's communication instead of delaying the next iteration's compute (SA-AT
 replays several splits each iteration; on the 2-core testbed, every rank planning between
 iterations cost it 6-8 ms of a 47 ms iteration). The planner's policy runs in a process of its
 own (:mod:`host_lib.scheduling.policies.planner_process`), so that its computing does not hold
-the training process's interpreter lock while the gradient is communicated. Such a policy's
-plan reads nothing but the history (:meth:`Policy.plan`), and it observes no aggregate.
+the training process's interpreter lock while the gradient is communicated; once the
+iteration's communication is over, it prepares the next plan (:meth:`Policy.prepare`), so that
+what may lag an iteration costs the gradient's communication no CPU (the compute is emulated
+on the testbed: its cores are idle then). Such a policy's plan reads nothing but the history
+(:meth:`Policy.plan`), and it observes no aggregate.
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
 Partial-Reduce) run without DDP: :meth:`PolicyDriver.hold` keeps the gradient under way and
@@ -217,8 +220,11 @@ class PolicyDriver:
 
     def communicated(self, comm_s: float, **measured: float) -> None:
         """This rank's communication time of the iteration that just ended, and its other
-        COMM_FIELDS (published with the next iteration's step time)."""
+        COMM_FIELDS (published with the next iteration's step time); the planner's policy
+        prepares its next plan now, while the workers compute (:meth:`Policy.prepare`)."""
         self.comm_s, self.comm_measured = comm_s, measured
+        if self.planner is not None:
+            self.planner.prepare()
 
     def close(self) -> None:
         """End the planner process (it also ends with this process)."""

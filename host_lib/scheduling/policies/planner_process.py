@@ -10,8 +10,10 @@ process of its own the plan takes the same CPU time but holds no lock of the tra
 The child is started with ``python -m`` of this module, not forked (the training process holds
 torch's and the transport's threads) and not through multiprocessing's spawn (which imports the
 training script again). The two talk over two pipes: the policy first, then per plan the
-iteration and the history's new rows, answered by the plan or the error it raised. The child
-ends when its input reaches EOF, so it never outlives the training process, however that ends.
+iteration and the history's new rows, answered by the plan or the error it raised, and, once an
+iteration's communication is over, a request to prepare the next plan (:meth:`Policy.prepare`),
+answered by nothing (an error it raised comes back with the next plan). The child ends when its
+input reaches EOF, so it never outlives the training process, however that ends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import traceback
 import weakref
 
@@ -45,12 +48,13 @@ class PlannerProcess:
         self._out = os.fdopen(self._requests, "wb")
         self._in = os.fdopen(self._answers, "rb")
         self._sent = (0, 0)  # the steps and communication rows of the history already sent
+        self._writing = threading.Lock()  # plans and preparations come from different threads
         self._finalizer = weakref.finalize(self, _stop, self._out, self._in, self.process)
         self._send(policy)
 
     def plan(self, iteration: int, history: StepHistory) -> IterationPlan:
         steps, comms = self._sent
-        self._send((iteration, history.steps_since(steps), history.comms_since(comms)))
+        self._send(("plan", iteration, history.steps_since(steps), history.comms_since(comms)))
         self._sent = (len(history), len(history.comm_s))
         try:
             kind, value = pickle.load(self._in)
@@ -61,9 +65,14 @@ class PlannerProcess:
             raise RuntimeError(f"the policy failed in the planner process:\n{value}")
         return value
 
+    def prepare(self) -> None:
+        """Have the policy prepare its next plan (:meth:`Policy.prepare`), without waiting."""
+        self._send(("prepare",))
+
     def _send(self, message) -> None:
-        pickle.dump(message, self._out, protocol=pickle.HIGHEST_PROTOCOL)
-        self._out.flush()
+        with self._writing:
+            pickle.dump(message, self._out, protocol=pickle.HIGHEST_PROTOCOL)
+            self._out.flush()
 
     def close(self) -> None:
         self._finalizer()
@@ -80,20 +89,31 @@ def _stop(out, answers, process: subprocess.Popen) -> None:
 
 
 def serve(requests, answers) -> None:
-    """The child's loop: plan every request until EOF."""
+    """The child's loop: plan and prepare every request until EOF."""
     policy: Policy = pickle.load(requests)
     history = StepHistory(policy.n_workers)
+    failed = None  # the error of a preparation, for the next plan's answer
     while True:
         try:
-            iteration, steps, comms = pickle.load(requests)
+            kind, *request = pickle.load(requests)
         except EOFError:
             return
+        if kind == "prepare":
+            try:
+                policy.prepare(history)
+            except Exception:  # noqa: BLE001 - the parent raises it with the next plan
+                failed = failed or traceback.format_exc()
+            continue
+        iteration, steps, comms = request
         for compute_s, samples, measured in steps:
             history.add(compute_s, samples, **measured)
         for comm_s, measured in comms:
             history.add_comm(comm_s, **measured)
         try:
-            answer = ("plan", policy.plan(iteration, history))
+            if failed:
+                answer = ("error", failed)
+            else:
+                answer = ("plan", policy.plan(iteration, history))
         except Exception:  # noqa: BLE001 - the parent raises it
             answer = ("error", traceback.format_exc())
         pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)

@@ -31,7 +31,13 @@
 replays the recent iterations' measured speeds under each split (even, BOA's, the measured
 models') with and without stealing and picks the fastest, the simplest on a tie: so SA-ATP is
 plain aggregation where no straggler slows it, a re-split where a straggler persists, and
-stealing where slowdowns come and go faster than a split can follow.
+stealing where slowdowns come and go faster than a split can follow. The replays run between
+plans (:meth:`SaAtp.prepare`), while the workers compute, so the choice lags an iteration: the
+plan of iteration i picks its split and whether to steal from the replays of iterations up to
+i - 2, and takes that split's shares from the speeds of i - 1. Replaying in the plan itself, on
+the testbed's 2 cores, took 1.1 ms of CPU from the gradient's communication every iteration
+(docs/policies.md §8); one iteration more hardly moves a choice that needs several slow ones to
+rise above the replays' noise.
 
 The straggler detector drives takeover only: which workers may be called late and who helps.
 """
@@ -70,6 +76,10 @@ class SaAtp(Policy):
         self.view = StepHistory(n_workers)  # the history as BOA's planner sees it
         self.unshared = np.full(n_workers, -1)  # iteration since which a worker has no share
         self.trial_after = np.full(n_workers, FIRST_TRIAL)
+        # The cost model's choice for the next plan, and the history (iterations, rows of
+        # communication) it was prepared on, which must be the one the last plan saw.
+        self.choice = Choice(SPLITS[0], False, 0.0, {})
+        self.prepared = self.seen = (0, 0)
         self.name = ("sa-atp-takeover" if not compute_help else
                      "sa-atp-resplit" if not self.steals_work else
                      "sa-atp" if takeover else "sa-atp-no-takeover")
@@ -78,7 +88,7 @@ class SaAtp(Policy):
         shares, choice, why = self._compute_help(iteration, history)
         everyone = (1 << self.n_workers) - 1
         stealing = {} if choice is None else {"steal": choice.steal, "keep_s": choice.keep_s,
-                                              "per_sample_s": choice.per_sample_s,
+                                              "per_sample_s": self._typical_speed(),
                                               "kappa": self.model.kappa}
         host_share, ring = self.hosts.plan(iteration, history) if self.hosts else (0.0, False)
         if not len(history):
@@ -101,6 +111,15 @@ class SaAtp(Policy):
         return IterationPlan(iteration, shares, everyone, helpers=helpers,
                              stragglers=det.flagged, takeover_after=after, note=note,
                              host_share=host_share, ring=ring, **stealing)
+
+    def prepare(self, history: StepHistory) -> None:
+        """The cost model's replays and choice for the next plan, on the history the last
+        plan saw: the training loop runs this once the iteration's communication is over
+        (:meth:`Policy.prepare`); a plan that finds it not done does it first."""
+        sizes = (len(history), len(history.comm_s))
+        if self.model is not None and sizes != self.prepared:
+            self.choice = self.model.choose(history, self.steals_work)
+            self.prepared = sizes
 
     def _takeover_after(self, history: StepHistory, shares: tuple[int, ...],
                         det: Detection) -> float:
@@ -128,7 +147,11 @@ class SaAtp(Policy):
         even = even_shares(self.global_batch, self.n_workers)
         if not self.compute_help:
             return even, None, "even shares"
-        choice = self.model.choose(history, self._shape(), self.steals_work)
+        if self.prepared != self.seen:
+            self.prepare(history.upto(*self.seen))
+        self.seen = (len(history), len(history.comm_s))
+        choice = self.choice
+        self.model.measure(history, self._shape())
         boa = self.balancer.plan(iteration, self._planned_view(history)).shares
         proposals = {"even": even, "boa": boa, "measured": self._measured(iteration, boa)}
         self.model.record(proposals, choice.steal)
@@ -198,6 +221,10 @@ class SaAtp(Policy):
         recovered = back & ~on_trial
         self.unshared[recovered] = -1
         self.trial_after[recovered] = FIRST_TRIAL
+
+    def _typical_speed(self) -> tuple[float, ...] | None:
+        speed = self.model.typical_speed()
+        return None if speed is None else tuple(speed.tolist())
 
     def _shape(self) -> float:
         """c / a of the fitted models (median): the fixed cost in samples, as BOA sees it."""
