@@ -110,6 +110,15 @@ def block_plan(bucket_bytes: list[int], net: Network, max_blocks: int) -> list[t
     return out
 
 
+class SwitchPipeline:
+    """When a single switch's pipeline is next free, shared by every job it aggregates for:
+    one process's packet loop on the testbed's embedded switch. (A job over several racks
+    keeps its own leaves' and spine's.)"""
+
+    def __init__(self):
+        self.free = np.zeros(2)  # the switch's, then the spine's slot a single switch leaves
+
+
 class SlotPool:
     """Aggregators shared by the jobs of one switch, claimed without waiting (ATP)."""
 
@@ -135,15 +144,17 @@ class SwitchAggregation:
 
     def __init__(self, env: simpy.Environment, n_workers: int, net: Network,
                  switch: SwitchConfig, bucket_bytes: list[int], rng: np.random.Generator,
-                 pool: SlotPool | None = None, max_blocks: int = 32):
+                 pool: SlotPool | None = None, max_blocks: int = 32,
+                 pipeline: SwitchPipeline | None = None):
         self.env, self.n, self.net, self.switch, self.rng = env, n_workers, net, switch, rng
         self.blocks = block_plan(bucket_bytes, net, max_blocks)
         size = max(p for _, p in self.blocks)
         self.window = max(1, switch.slots // size)  # blocks in flight per worker
         self.holds = min(size, switch.slots)  # aggregators a block holds
         self.pool = pool
-        # A block larger than the window streams at most ``slots`` packets per round trip.
-        rtt = 2 * net.latency_s + 2 / net.pps
+        # A block larger than the window streams at most ``slots`` packets per round trip
+        # (the hosts' turnaround included: a block that waits for a result waits for it too).
+        rtt = 2 * net.latency_s + 2 / net.pps + net.turnaround_s
         self.window_pps = net.pps if size <= switch.slots else min(net.pps, switch.slots / rtt)
         self.links = Links.uniform(n_workers, net.pps)
         self.helper_links = Links.uniform(n_workers, net.pps)  # takeover traffic
@@ -156,7 +167,9 @@ class SwitchAggregation:
         self.spine = Links.uniform(len(self.racks), spine_pps)
         self.spine_latency = (net.latency_s if switch.spine_latency_s is None
                               else switch.spine_latency_s)
-        self.pipe_free = np.zeros(len(self.racks) + 1)  # per leaf, then the spine
+        # when each leaf's pipeline, then the spine's, is next free
+        self.pipe_free = (pipeline.free if pipeline is not None and len(self.racks) == 1
+                          else np.zeros(len(self.racks) + 1))
         self._opened: deque[np.ndarray] = deque()
 
     # -- the call -----------------------------------------------------------------------------
@@ -190,7 +203,8 @@ class SwitchAggregation:
                 continue
             start = ready[senders, bucket]
             if len(self._opened) >= self.window:
-                start = np.maximum(start, self._opened.popleft()[senders])
+                start = np.maximum(start, self._opened.popleft()[senders]
+                                   + self.net.turnaround_s)
             s, e = self.links.send(senders, start, p)
             e = np.maximum(e, s + p / self.window_pps)  # the window paces the stream
             sent, first, last = (np.full(self.n, np.nan) for _ in range(3))

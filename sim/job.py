@@ -35,7 +35,7 @@ import simpy
 from host_lib.scheduling.policies.base import COMM_FIELDS, IterationPlan, StepHistory
 from host_lib.scheduling.policies.registry import make_policy
 from host_lib.scheduling.stealing_model import schedule
-from sim.aggregation import CallPlan, SlotPool, SwitchAggregation
+from sim.aggregation import CallPlan, SlotPool, SwitchAggregation, SwitchPipeline
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.gradients import DigitsTraining, SignFlips
 from sim.network import Network, SwitchConfig
@@ -105,7 +105,8 @@ class JobResult:
 
 class Job:
     def __init__(self, env: simpy.Environment, spec: JobSpec, net: Network,
-                 switch: SwitchConfig, pool: SlotPool | None = None, start: float = 0.0):
+                 switch: SwitchConfig, pool: SlotPool | None = None, start: float = 0.0,
+                 pipeline: SwitchPipeline | None = None):
         self.env, self.spec, self.n = env, spec, spec.n_workers
         self.policy = make_policy(spec.policy, self.n, spec.batch)
         self.history = StepHistory(self.n)
@@ -114,7 +115,7 @@ class Job:
         self.ring = RingAllreduce(env, self.n, net, sizes)
         if spec.comm == "switch":
             self.comm = SwitchAggregation(env, self.n, net, switch, sizes, rng, pool,
-                                          spec.max_blocks)
+                                          spec.max_blocks, pipeline)
         elif spec.comm == "ring":
             self.comm = self.ring
         elif spec.comm == "ps":

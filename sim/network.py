@@ -31,6 +31,9 @@ class Network:
     payload_bytes: int = P.PAYLOAD_LEN
     bulk_efficiency: float = 0.97  # payload share of the wire for bulk TCP/RDMA transfers
     step_s: float = 0.0  # software cost per message of a ring step or a PS request
+    # the hosts' and the switch's software between a window's results and its next chunks,
+    # beyond the latencies and the packet times: a round trip of the window takes this longer
+    turnaround_s: float = 0.0
 
     @property
     def pps(self) -> float:

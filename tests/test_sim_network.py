@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import simpy
 
-from sim.aggregation import CallPlan, SwitchAggregation, retransmission_delay
+from sim.aggregation import CallPlan, SwitchAggregation, SwitchPipeline, retransmission_delay
 from sim.collectives import ParameterServer, RingAllreduce
 from sim.network import Network, SwitchConfig
 
@@ -87,6 +87,46 @@ def test_a_one_aggregator_window_is_stop_and_wait():
     out = run(engine, np.zeros((4, 1)), everyone(4))
     round_trip = 2 / NET.pps + 2 * NET.latency_s
     np.testing.assert_allclose(out.delivered, packets * round_trip, rtol=1e-12)
+
+
+def test_the_hosts_turnaround_lengthens_each_round_trip_of_the_window():
+    """Stop-and-wait again, the next packet sent a turnaround after the result came; and a
+    block of many packets through a small window streams ``slots`` packets a round trip."""
+    packets, turnaround = 20, 40e-6
+    net = Network(bandwidth_bps=100e9, latency_s=2.5e-6, turnaround_s=turnaround)
+    engine = SwitchAggregation(simpy.Environment(), 4, net, SwitchConfig(slots=1),
+                               [packets * net.payload_bytes], np.random.default_rng(0),
+                               max_blocks=packets)
+    out = run(engine, np.zeros((4, 1)), everyone(4))
+    round_trip = 2 / net.pps + 2 * net.latency_s
+    np.testing.assert_allclose(out.delivered, packets * round_trip + (packets - 1) * turnaround,
+                               rtol=1e-12)
+    slots, packets = 8, 800
+    engine = SwitchAggregation(simpy.Environment(), 4, net, SwitchConfig(slots=slots),
+                               [packets * net.payload_bytes], np.random.default_rng(0),
+                               max_blocks=1)
+    out = run(engine, np.zeros((4, 1)), everyone(4))
+    stream = packets * (round_trip + turnaround) / slots  # the window's pace, not the link's
+    expected = stream + net.latency_s + 1 / net.pps + net.latency_s  # the last one's result
+    np.testing.assert_allclose(out.delivered, expected, rtol=1e-12)
+
+
+def test_jobs_on_one_switch_share_its_pipeline():
+    """Two jobs' calls reach the switch together: its pipeline sums one's contributions after
+    the other's, so the second finishes a whole call's pipeline time after the first; alone,
+    each takes one."""
+    n, packets, agg, done = 4, 38, 95e3, 55e3
+    switch = SwitchConfig(pipeline_pps=agg, complete_pps=done)
+    env, pipeline = simpy.Environment(), SwitchPipeline()
+    engines = [SwitchAggregation(env, n, NET, switch, [packets * NET.payload_bytes],
+                                 np.random.default_rng(0), max_blocks=1, pipeline=pipeline)
+               for _ in range(2)]
+    procs = [env.process(e.run(np.zeros((n, 1)), everyone(n))) for e in engines]
+    env.run()
+    t, work = 1 / NET.pps, (n - 1) * packets / agg + packets / done
+    ends = sorted(float(p.value.delivered.max()) for p in procs)
+    np.testing.assert_allclose(ends, [t + NET.latency_s + k * work + t + NET.latency_s
+                                      for k in (1, 2)], rtol=1e-12)
 
 
 def test_the_switch_pipeline_rate_bounds_an_allreduce():
