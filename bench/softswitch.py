@@ -9,6 +9,13 @@ contribute; every fourth packet completes its slot and is multicast to the four 
 *Through ports* is the same complete stream sent to a running switch process over its UDP tunnel
 ports, a window of chunks at a time from each worker's socket, and its results collected: the
 rate the pipeline reaches once the ports' own costs (system calls, polling) are added.
+
+*Harness calls* are the harness's padded allreduce (the digits MLP's gradient and the 32,000
+zeros of its communication-heavy scenarios) from four workers' host libraries through a switch
+process, at each slot budget the harness gives that job: how long one call takes when the
+workers, their round loops and the switch share this machine's cores, as they do in the
+harness. The simulator's testbed replay takes its switch's rate and its hosts' turnaround per
+round trip from these (docs/simulation.md §4).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import numpy as np
 from p4.v1 import p4runtime_pb2 as pb
 
 from control_plane.controller import Controller, Pipeline
+from experiments import digits
+from experiments.harness import SCENARIOS
 from host_lib.engine.links import UdpTunnelLink
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
@@ -98,6 +107,39 @@ def through_ports(chunks: int = 2048, window: int = 64) -> float:
     return WORKERS * (chunks - window) / elapsed
 
 
+def _timed_calls(comm, arg: tuple[int, int, float]) -> list[float]:
+    """A worker of :func:`harness_calls`: ``calls`` timed allreduces of ``elements`` after two
+    untimed ones (the round loop's first call loads its compiled code), ``gap_s`` apart as the
+    harness's compute keeps them."""
+    elements, calls, gap_s = arg
+    x = np.random.default_rng(comm.config.worker).standard_normal(elements).astype(np.float32)
+    times = []
+    for i in range(calls + 2):
+        started = time.perf_counter()
+        comm.allreduce(x)
+        if i >= 2:
+            times.append(time.perf_counter() - started)
+        time.sleep(gap_s)
+    return times
+
+
+def harness_calls(scenario: str = "slot-budget", calls: int = 30, gap_s: float = 0.02) -> dict:
+    """Median time of one allreduce of ``scenario``'s padded gradient from four workers through
+    a switch process, at the default 64 slots and at the scenario's own budget (each worker's
+    median, then the median of the workers)."""
+    pad = SCENARIOS[scenario].pad_gradient
+    elements = sum(p.numel() for p in digits.model().parameters()) + pad
+    out = {"scenario": scenario, "elements": elements,
+           "chunks": -(-elements // P.LANES), "workers": WORKERS, "call_s": {}}
+    for slots in sorted({64, SCENARIOS[scenario].slots}, reverse=True):
+        spec = local_job(1, WORKERS, slots=slots)
+        with tempfile.TemporaryDirectory() as run_dir, LocalCluster([spec], run_dir) as cluster:
+            times = cluster.run_workers(_timed_calls, {1: [(elements, calls, gap_s)] * WORKERS},
+                                        timeout=300.0)
+        out["call_s"][str(slots)] = float(np.median([np.median(t) for t in times.values()]))
+    return out
+
+
 def run(chunks: int = 2048) -> dict:
     spec = local_job(1, WORKERS, slots=64)
     pipeline = Pipeline()
@@ -112,6 +154,7 @@ def run(chunks: int = 2048) -> dict:
                      "bmv2_pps": r["bmv2"].pps if r["bmv2"] is not None else None,
                      "ratio_to_bmv2": r["ratio"]}
     out["through_ports_pps"] = through_ports(chunks)
+    out["harness_calls"] = harness_calls()
     return out
 
 
@@ -130,4 +173,9 @@ def summary(r: dict) -> list[str]:
                  f"{r['through_ports_pps'] / 1e3:.1f} k packets/s = "
                  f"{r['through_ports_pps'] / r['complete']['softswitch_pps']:.2f} of the pipeline "
                  f"alone")
+    h = r["harness_calls"]
+    calls = ", ".join(f"{float(t) * 1e3:.1f} ms at {slots} slots"
+                      for slots, t in h["call_s"].items())
+    lines.append(f"the harness's {h['scenario']} allreduce ({h['chunks']} chunks, "
+                 f"{h['workers']} workers) through a switch process: {calls}")
     return lines
