@@ -42,10 +42,8 @@ def testbed_rows() -> dict[tuple[str, str], dict]:
 
 
 # The testbed scenarios the simulator replays: not those whose jobs borrow slots from the
-# switch's shared pool (docs/protocol.md §4.6). The replay sends a job's gradient as one block
-# (max_blocks=1), which claims its aggregators at once, where the testbed claims pool lanes
-# chunk by chunk beside a share of its own; the simulator's pool has no guaranteed shares, and
-# the two jobs' contention on two cores is not calibrated.
+# switch's shared pool (docs/protocol.md §4.6): the testbed claims pool lanes chunk by chunk
+# beside a share of its own, and the simulator's pool has no guaranteed shares.
 REPLAYED = [name for name, s in SCENARIOS.items() if not s.borrow]
 
 
