@@ -78,7 +78,10 @@ class Fitted:
 FITTED = Fitted(delay_s=0.00325, switch_s=0.00732, gloo_s=0.0, helper_s=0.0)
 
 
+@cache
 def measured() -> dict:
+    """The rates file, read once (the calls' replays in :func:`path_scale` and
+    :func:`turnaround_s` ask for it at every step of their search)."""
     rates = json.loads(RATES.read_text())
     return {name: rates[name] for name in ("aggregating_pps", "complete_pps", "sender_pps",
                                            "harness_calls")}
@@ -87,7 +90,7 @@ def measured() -> dict:
 def network() -> Network:
     """Loopback: the host's sender sets the packet rate; gloo's per-step software cost is in
     its fitted per-iteration cost."""
-    return replace(_loopback(), turnaround_s=turnaround_s())
+    return _loopback(turnaround_s())
 
 
 def switch(scenario: str) -> SwitchConfig:
