@@ -44,7 +44,7 @@ from host_lib.scheduling.policies.base import IterationPlan
 from host_lib.scheduling.policies.driver import PendingGradient, PolicyDriver
 from host_lib.scheduling.policies.registry import POLICIES, make_policy
 from host_lib.scheduling.sampling import GlobalBatchSampler
-from host_lib.scheduling.work_stealing import micro_batches
+from host_lib.scheduling.work_stealing import micro_batch_sizes
 from topologies import lifetime
 
 
@@ -187,9 +187,8 @@ class Trainer:
         if self.policy.steals_work:
             done = result.micro_batches
             if done is None:  # a step without stealing computed its whole share
-                share = self.driver.samples(it, plan)
-                done = [(self.rank, i)
-                        for i in range(len(micro_batches(share, self.args.micro_batches)))]
+                pieces = micro_batch_sizes(plan.shares[self.rank], self.args.micro_batches)
+                done = [(self.rank, i) for i in range(len(pieces))]
             record.update(shares=list(plan.shares), micro_batches=done, stole=plan.steal)
         if self.switch:
             record.update(fallback=sum(1 for c in calls if c.fallback),
