@@ -76,13 +76,17 @@ def step_time(it: int, rank: int, samples: int) -> float:
     return slow * 1e-3 * (samples + 8) * (1 + 0.01 * ((it * 7 + rank * 3) % 5))
 
 
-def run_rank(driver: PolicyDriver, rank: int, plans: list, ahead: list) -> None:
+def run_rank(driver: PolicyDriver, rank: int, plans: list, ahead: list,
+             events: list | None = None) -> None:
+    log = events.append if events is not None else lambda event: None
     for it in range(ITERATIONS):
+        log("plan")
         plan = driver.plan(it)
         plans.append(plan)
         samples = plan.shares[rank]
         driver.computed(it, step_time(it, rank, samples), samples)
         ahead.append(driver.ahead is not None and driver.ahead.iteration == it + 1)
+        log("communicated")
         driver.communicated(0.002 + 1e-4 * rank)
 
 
@@ -92,7 +96,11 @@ def test_plans_made_ahead_are_the_plans_made_in_order(stores, policy):
     drivers = [PolicyDriver(make_policy(policy, WORLD, BATCH), r, WORLD, s, sampler)
                for r, s in enumerate(stores)]
     plans, ahead = [[] for _ in range(WORLD)], [[] for _ in range(WORLD)]
-    threads = [threading.Thread(target=run_rank, args=(d, r, plans[r], ahead[r]))
+    events = []  # the planning rank's, with its requests to prepare
+    prepare = drivers[0].planner.prepare
+    drivers[0].planner.prepare = lambda: events.append("prepare") or prepare()
+    threads = [threading.Thread(target=run_rank,
+                                args=(d, r, plans[r], ahead[r], events if r == 0 else None))
                for r, d in enumerate(drivers)]
     for t in threads:
         t.start()
@@ -100,6 +108,9 @@ def test_plans_made_ahead_are_the_plans_made_in_order(stores, policy):
         t.join(60)
     assert not any(t.is_alive() for t in threads)
     assert all(all(a) for a in ahead)  # every next plan was under way before it was asked for
+    # each preparation asked for once the next plan was, not while it was still being fetched
+    assert events.count("prepare") == ITERATIONS - 1
+    assert all(events[i - 1] == "plan" for i, e in enumerate(events) if e == "prepare")
     for d in drivers:  # the plans of the iteration after the last, before the store goes
         d.ahead.result()
         d.close()

@@ -224,8 +224,8 @@ class Policy(ABC):
     def prepare(self, history: StepHistory) -> None:
         """Work for the next plan that may lag an iteration, on the history the last plan saw
         (SA-ATP's cost model replays): the training loop calls it once the iteration's
-        communication is over, so that it runs while the workers compute, not while their
-        gradient is communicated. Most policies have none."""
+        communication is over and the next plan is in, so that it runs while the workers
+        compute, not while their gradient is communicated. Most policies have none."""
         return None
 
     def observe(self, iteration: int, update: np.ndarray) -> None:

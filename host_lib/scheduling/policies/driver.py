@@ -30,9 +30,12 @@ replays several splits each iteration; on the 2-core testbed, every rank plannin
 iterations cost it 6-8 ms of a 47 ms iteration). The planner's policy runs in a process of its
 own (:mod:`host_lib.scheduling.policies.planner_process`), so that its computing does not hold
 the training process's interpreter lock while the gradient is communicated; once the
-iteration's communication is over, it prepares the next plan (:meth:`Policy.prepare`), so that
-what may lag an iteration costs the gradient's communication no CPU (the compute is emulated
-on the testbed: its cores are idle then). Such a policy's plan reads nothing but the history
+iteration's communication is over and the next plan is in, it prepares the plan after it
+(:meth:`Policy.prepare`), so that what may lag an iteration costs the gradient's communication
+no CPU (the compute is emulated on the testbed: its cores are idle then). Asked for as soon as
+the communication was over, the preparation took the planning rank's core while it logged the
+iteration and fetched the next plan: 0.5 ms between its iterations where plain aggregation's
+took 0.3 (2026-12-06, no straggler). Such a policy's plan reads nothing but the history
 (:meth:`Policy.plan`), and it observes no aggregate.
 
 Policies that deliver gradients iterations after they were started (``delays_gradients``,
@@ -132,6 +135,7 @@ class PolicyDriver:
         self.comm_measured: dict[str, float] = {}  # and its COMM_FIELDS
         self.stole = False  # whether the current iteration's compute went through claims
         self.ahead: PlanAhead | None = None  # the next iteration's plan, under way
+        self.prepare_due = False  # the planner prepares once the next plan is in
 
     @property
     def through_switch(self) -> bool:
@@ -144,6 +148,9 @@ class PolicyDriver:
         plan = ahead.result() if ahead is not None else None  # joined: one collect at a time
         if ahead is None or ahead.iteration != it:
             plan = self._plan(it)
+        if self.prepare_due:  # the planner has answered this plan: the next one's turn
+            self.planner.prepare()
+            self.prepare_due = False
         self.stole = False
         return plan
 
@@ -221,10 +228,10 @@ class PolicyDriver:
     def communicated(self, comm_s: float, **measured: float) -> None:
         """This rank's communication time of the iteration that just ended, and its other
         COMM_FIELDS (published with the next iteration's step time); the planner's policy
-        prepares its next plan now, while the workers compute (:meth:`Policy.prepare`)."""
+        prepares the plan after the next one once :meth:`plan` has the next one, while the
+        workers compute (:meth:`Policy.prepare`)."""
         self.comm_s, self.comm_measured = comm_s, measured
-        if self.planner is not None:
-            self.planner.prepare()
+        self.prepare_due = self.planner is not None
 
     def close(self) -> None:
         """End the planner process (it also ends with this process)."""
