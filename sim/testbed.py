@@ -75,7 +75,7 @@ class Fitted:
                          STORE_ROUND_TRIP_S)
 
 
-FITTED = Fitted(delay_s=0.00325, switch_s=0.00732, gloo_s=0.0, helper_s=0.0)
+FITTED = Fitted(delay_s=0.00278, switch_s=0.00276, gloo_s=0.0, helper_s=0.0)
 
 
 @cache
