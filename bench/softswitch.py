@@ -31,6 +31,7 @@ from control_plane.controller import Controller, Pipeline
 from experiments import digits
 from experiments.harness import SCENARIOS
 from host_lib.engine.links import UdpTunnelLink
+from host_lib.engine.quantize import num_blocks
 from protocol import constants as P
 from protocol.codec import Endpoint, FrameBatch, frames_to_bytes
 from softswitch.packet_rate import compare
@@ -130,7 +131,7 @@ def harness_calls(scenario: str = "slot-budget", calls: int = 30, gap_s: float =
     pad = SCENARIOS[scenario].pad_gradient
     elements = sum(p.numel() for p in digits.model().parameters()) + pad
     out = {"scenario": scenario, "elements": elements,
-           "chunks": -(-elements // P.LANES), "workers": WORKERS, "call_s": {}}
+           "chunks": num_blocks(elements), "workers": WORKERS, "call_s": {}}
     for slots in sorted({64, SCENARIOS[scenario].slots}, reverse=True):
         spec = local_job(1, WORKERS, slots=slots)
         with tempfile.TemporaryDirectory() as run_dir, LocalCluster([spec], run_dir) as cluster:

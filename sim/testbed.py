@@ -32,8 +32,8 @@ from experiments.emulated_link import LINK_GBPS
 from experiments.harness import SCENARIOS, Scenario
 from experiments.launch import METHODS
 from experiments.stragglers import PROFILES, SlowdownSchedule
+from host_lib.engine.quantize import num_blocks
 from host_lib.engine.rto import RtoEstimator
-from protocol import constants as P
 from sim.aggregation import CallPlan, SwitchAggregation
 from sim.job import HostCosts, JobSpec
 from sim.network import Network, SwitchConfig
@@ -88,8 +88,9 @@ def measured() -> dict:
 
 
 def network() -> Network:
-    """Loopback: the host's sender sets the packet rate; gloo's per-step software cost is in
-    its fitted per-iteration cost."""
+    """Loopback: the host's sender sets the packet rate, and the hosts take
+    :func:`turnaround_s` a round trip of the window; gloo's per-step software cost is in its
+    fitted per-iteration cost."""
     return _loopback(turnaround_s())
 
 
@@ -141,7 +142,7 @@ def _solve(f, target: float, lo: float, hi: float) -> float:
 def max_blocks(elements: int, slots: int) -> int:
     """How many blocks a call of ``elements`` floats is cut into: blocks of at most half of
     ``slots`` chunks (:data:`WINDOW_BLOCKS`)."""
-    chunks = -(-elements // P.LANES)
+    chunks = num_blocks(elements)
     return max(1, -(-chunks * WINDOW_BLOCKS // slots))
 
 

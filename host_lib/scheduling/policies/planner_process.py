@@ -12,8 +12,9 @@ torch's and the transport's threads) and not through multiprocessing's spawn (wh
 training script again). The two talk over two pipes: the policy first, then per plan the
 iteration and the history's new rows, answered by the plan or the error it raised, and, once an
 iteration's communication is over and the next plan is in, a request to prepare the one after
-it (:meth:`Policy.prepare`), answered by nothing (an error it raised comes back with the next plan). The child ends when its
-input reaches EOF, so it never outlives the training process, however that ends.
+it (:meth:`Policy.prepare`), answered by nothing (an error it raised comes back with the next
+plan). The child ends when its input reaches EOF, so it never outlives the training process,
+however that ends.
 """
 
 from __future__ import annotations
