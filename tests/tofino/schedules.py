@@ -36,17 +36,22 @@ def random_schedule(jobs: list[Job], first: int, step: int, seed: int, steps: in
                     holder=None) -> int:
     """Random contributions, retransmissions, takeovers and helper results for chunks
     ``first``, ``first + step``, ... of each job (around the newest one sent), checking every
-    answer. With ``holder`` (a target that holds what goes round its loop port while its
-    ``hold`` is set, and ``release``-s it), a third of the sends keep their answer on the loop
-    and are released later, in order, as a loop port does. Returns how many sums were
-    checked."""
+    answer. With ``holder`` (a target that holds what goes round its loop ports while its
+    ``hold`` is set, and ``release``-s the ``index``-th of them), a third of the sends keep
+    their answer on the loop; each is released later, in any order (a pipe may have several
+    loop ports), or lost on the loop (a fifth of them: the hosts retransmit). Returns how many
+    sums were checked."""
     rng = np.random.default_rng(seed)
     n = len(jobs[0].spec.workers)
     newest = {j.spec.id: 0 for j in jobs}
     checked = 0
     for _ in range(steps):
         if holder is not None and holder.model.looped and rng.random() < 0.3:
-            checked += check_sums(holder.release(), n)
+            index = int(rng.integers(len(holder.model.looped)))
+            if rng.random() < 0.2:
+                holder.model.looped.pop(index)
+            else:
+                checked += check_sums(holder.release(index), n)
             continue
         job = jobs[rng.integers(len(jobs))]
         k = max(0, newest[job.spec.id] + int(rng.integers(-1, 2)))

@@ -39,8 +39,8 @@ class HoldingTarget(ModelTarget):
             self.hold = False
         assert len(self.model.looped) == 1
 
-    def release(self) -> list[tuple[int, object]]:
-        return [(port, decode_frame(out)) for port, out in self.model.release()]
+    def release(self, index: int = 0) -> list[tuple[int, object]]:
+        return [(port, decode_frame(out)) for port, out in self.model.release(index)]
 
 
 @pytest.fixture

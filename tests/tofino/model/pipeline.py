@@ -103,10 +103,12 @@ class TnaModel:
                 return []
         return self._leave(phv)
 
-    def release(self) -> list[tuple[int, bytes]]:
-        """Pass 3 of the frame held longest on its loop port, and what leaves the switch."""
+    def release(self, index: int = 0) -> list[tuple[int, bytes]]:
+        """Pass 3 of the ``index``-th frame held on a loop port (0: the one held longest), and
+        what leaves the switch: frames on different loop ports of a pipe may come back in any
+        order."""
         self.touched, self.counted = set(), set()
-        port, frame = self.looped.pop(0)
+        port, frame = self.looped.pop(index)
         phv = self._ingress(port, frame, None)
         return [] if phv.tm["drop"] else self._leave(phv)
 
