@@ -28,16 +28,16 @@ ORDER_DEPENDENT = pytest.mark.xfail(strict=True, raises=AssertionError,
                                     "read; docs/tofino.md, Order-free sums")
 
 
-def three_workers():
+def admitted_job(workers: int = 3, slots: int = 4) -> tuple[TnaModel, Job]:
+    """The model with one job admitted by the controller, its workers on ports 1, 2, ..."""
     fake = FakeSwitch()
     model = TnaModel(fake)
-    ctl = TofinoController("tofino", switch_config((1, 2, 3)),
+    ctl = TofinoController("tofino", switch_config(tuple(range(1, workers + 1))),
                            client=FakeClient({"tofino": fake})).connect()
     ctl.reconcile()
-    spec = job_spec(1, 3)
+    spec = job_spec(1, workers, slots=slots)
     ctl.admit(spec)
-    job = Job(spec, SimpleNamespace(send=model.process))
-    return model, job
+    return model, Job(spec, SimpleNamespace(send=model.process))
 
 
 def results(outs) -> list:
@@ -54,7 +54,7 @@ def assert_every_result_is_the_sum_its_bitmap_names(frames, rows) -> None:
 
 @ORDER_DEPENDENT
 def test_a_first_contribution_whose_pass_2_comes_last():
-    model, job = three_workers()
+    model, job = admitted_job()
     rows = random_lanes(np.random.default_rng(1), 3)
     model.process(1, job.frame(0, P.Op.DATA, 0, rows[0], scale=0x8000), hold_resubmit=True)
     outs = []
@@ -66,7 +66,7 @@ def test_a_first_contribution_whose_pass_2_comes_last():
 
 @ORDER_DEPENDENT
 def test_a_contribution_whose_pass_2_is_lost_is_retransmitted():
-    model, job = three_workers()
+    model, job = admitted_job()
     rows = random_lanes(np.random.default_rng(2), 3)
     model.process(1, job.frame(0, P.Op.DATA, 0, rows[0], scale=0x8000), hold_resubmit=True)
     model.resubmitted.clear()                        # lost between passes 1 and 2
@@ -79,7 +79,7 @@ def test_a_contribution_whose_pass_2_is_lost_is_retransmitted():
 def test_in_order_passes_give_the_sum():
     """The same three contributions with no pass held: the sum (the tests above differ from
     this one only in the order or loss of a pass 2)."""
-    model, job = three_workers()
+    model, job = admitted_job()
     rows = random_lanes(np.random.default_rng(1), 3)
     outs = []
     for w in range(3):
@@ -94,14 +94,8 @@ class ResubmitSchedule:
     ``workers`` workers, each contribution the same in every send (``contribution``)."""
 
     def __init__(self, seed: int, held: float, workers: int = 3, slots: int = 2):
-        fake = FakeSwitch()
-        self.model = TnaModel(fake)
-        ctl = TofinoController("tofino", switch_config(tuple(range(1, workers + 1))),
-                               client=FakeClient({"tofino": fake})).connect()
-        ctl.reconcile()
-        self.spec = job_spec(1, workers, slots=slots)
-        ctl.admit(self.spec)
-        self.job = Job(self.spec, SimpleNamespace(send=self.model.process))
+        self.model, self.job = admitted_job(workers, slots)
+        self.spec = self.job.spec
         self.rng = np.random.default_rng(seed)
         self.workers = workers
         self.held = held  # the share of sends whose pass 2 is held
