@@ -75,8 +75,21 @@ def protocol_p4() -> str:
     return "\n".join(lines)
 
 
+# The MAU stage of each lane pair on Tofino 1 (docs/tofino.md, 'Stages'): the gate takes stage
+# 0, and the lanes, which its answer selects, fill the stateful ALUs of stages 1-11 that the
+# state chain leaves (4 per stage; the chain's registers in stages 3-9, three in stages 6 and
+# 9, and member's SRAM in stage 7 leaves map RAM for two). Placed by hand: the compiler,
+# placing the lanes first, would take the chain's ALUs. The lanes of stage 1 read the gate's
+# answer and the worker; beside them, `lanes_gate_resolve` turns a contribution's operation
+# into the one the gate chose, which the later lanes read: the state chain writes the worker
+# field (a report, a TAKEN bounce) and pass 2 the gate's (what is missing) before stage 11.
+LANE_STAGES = (1,) * 4 + (2,) * 4 + (3,) * 3 + (4,) * 3 + (5,) * 3 + (6,) + (7,) * 2 + \
+    (8,) * 3 + (9,) + (10,) * 4 + (11,) * 4
+
+
 def _lane_pair(i: int, pairs: int) -> list[str]:
     reg, lo, hi = f"lanes_{i:02d}", f"hdr.lanes.v{i:02d}", f"hdr.lanes.v{i + pairs:02d}"
+    gated = LANE_STAGES[i] == 1   # before the operation is resolved: from the gate's answer
     typ = f"RegisterAction<lane_pair_t, agg_index_t, bit<32>>({reg})"
     return [
         f"    Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) {reg};",
@@ -103,15 +116,94 @@ def _lane_pair(i: int, pairs: int) -> list[str]:
         f"    action {reg}_do_add() {{ {lo} = {reg}_add.execute(index); }}",
         f"    action {reg}_do_read_lo() {{ {lo} = {reg}_read_lo.execute(index); }}",
         f"    action {reg}_do_read_hi() {{ {hi} = {reg}_read_hi.execute(index); }}",
+        f"    @stage({LANE_STAGES[i]})",
         f"    table {reg}_op {{",
-        "        key = { lane_op : exact; hdr.lanes.isValid() : exact; }",
+        *(["        key = { lane_op : ternary; hdr.lanes.isValid() : ternary; "
+           "gate_bits : ternary;", "                hdr.sa.worker[4:0] : ternary; }"] if gated
+          else ["        key = { lane_op : ternary; hdr.lanes.isValid() : ternary; }"]),
         f"        actions = {{ {reg}_do_store; {reg}_do_add; {reg}_do_read_lo; {reg}_do_read_hi;",
+        "                    NoAction; }",
+        "        const entries = {",
+        *[f"            ({op}, true{', _, _' if gated else ''}) : {reg}_do_{action}();"
+          for op, action in (("LANES_STORE", "store"), ("LANES_CLEAR", "store"),
+                             ("LANES_LOAD", "read_lo"), ("LANES_HIGH", "read_hi"),
+                             ("LANES_ADD", "add"))],
+        *(_gated_entries(reg) if gated else []),
+        "        }",
+        "        const default_action = NoAction();",
+        "    }", ""]
+
+
+def _gated_entries(reg: str) -> list[str]:
+    """A contribution's lane operation from the gate's answer: 0 (another aggregation's
+    cells) stores, the worker's own bit (its lanes are in) reads, anything else adds."""
+    return [f"            (LANES_GATED, true, 0, _) : {reg}_do_store();",
+            *[f"            (LANES_GATED, true, {1 << w:#010x} &&& {1 << w:#010x}, {w}) : "
+              f"{reg}_do_read_lo();" for w in range(P.MAX_WORKERS)],
+            f"            (LANES_GATED, true, _, _) : {reg}_do_add();"]
+
+
+def _resolve() -> list[str]:
+    """The table that turns LANES_GATED into what the gate chose, for the lanes after stage 1."""
+    return [
+        "    action resolve(bit<3> op) { lane_op = op; }",
+        "    @stage(1)",
+        "    table lanes_gate_resolve {",
+        "        key = { lane_op : ternary; gate_bits : ternary; hdr.sa.worker[4:0] : ternary; }",
+        "        actions = { resolve; NoAction; }",
+        "        const entries = {",
+        "            (LANES_GATED, 0, _) : resolve(LANES_STORE);",
+        *[f"            (LANES_GATED, {1 << w:#010x} &&& {1 << w:#010x}, {w}) : "
+          "resolve(LANES_LOAD);" for w in range(P.MAX_WORKERS)],
+        "            (LANES_GATED, _, _) : resolve(LANES_ADD);",
+        "        }",
+        "        const default_action = NoAction();",
+        "    }", ""]
+
+
+def _gate() -> list[str]:
+    typ = "RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate)"
+    return [
+        "    /* The gate: per lane cell, the aggregation whose lanes they hold (lo: gate_id, its",
+        "     * generation and aggregator) and the workers whose lanes are in (hi). It takes the",
+        "     * packet's workers from gate_bits and answers in their place (PHV is short). */",
+        "    Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_gate;",
+        "    /* OR the packet's workers in and return those that were in; another aggregation's",
+        "     * cells are this one's now, and return nothing (0): the lanes store */",
+        f"    {typ} lanes_gate_join = {{",
+        "        void apply(inout lane_pair_t cell, out bit<32> had) {",
+        "            if (cell.lo == gate_id) {",
+        "                had = cell.hi;",
+        "                cell.hi = cell.hi | gate_bits;",
+        "            } else {",
+        "                cell.lo = gate_id;",
+        "                cell.hi = gate_bits;",
+        "            }",
+        "        }", "    };",
+        f"    {typ} lanes_gate_read = {{",
+        "        void apply(inout lane_pair_t cell, out bit<32> had) {",
+        "            if (cell.lo == gate_id) {",
+        "                had = cell.hi;",
+        "            }",
+        "        }", "    };",
+        f"    {typ} lanes_gate_clear = {{",
+        "        void apply(inout lane_pair_t cell) {",
+        "            cell.lo = 0;",
+        "            cell.hi = 0;",
+        "        }", "    };",
+        "    action lanes_gate_do_join() { gate_bits = lanes_gate_join.execute(index); }",
+        "    action lanes_gate_do_read() { gate_bits = lanes_gate_read.execute(index); }",
+        "    action lanes_gate_do_clear() { lanes_gate_clear.execute(index); }",
+        "    @stage(0)",
+        "    table lanes_gate_op {",
+        "        key = { lane_op : exact; hdr.lanes.isValid() : exact; }",
+        "        actions = { lanes_gate_do_join; lanes_gate_do_read; lanes_gate_do_clear;",
         "                    @defaultonly NoAction; }",
         "        const entries = {",
-        f"            (LANES_STORE, true) : {reg}_do_store();",
-        f"            (LANES_ADD, true) : {reg}_do_add();",
-        f"            (LANES_LOAD, true) : {reg}_do_read_lo();",
-        f"            (LANES_HIGH, true) : {reg}_do_read_hi();",
+        "            (LANES_GATED, true) : lanes_gate_do_join();",
+        "            (LANES_STORE, true) : lanes_gate_do_join();",
+        "            (LANES_LOAD, true) : lanes_gate_do_read();",
+        "            (LANES_CLEAR, true) : lanes_gate_do_clear();",
         "        }",
         "        const default_action = NoAction();",
         "    }", ""]
@@ -121,17 +213,27 @@ def lanes_p4() -> str:
     pairs = P.LANES // 2
     lines = [f"/* {STAMP} */",
              "/* The lanes of every aggregator: LANE_PAIRS pair registers, lane i in the low word",
-             " * and lane i + LANE_PAIRS in the high word of lanes_i (docs/tofino.md, 'Lanes').",
-             " * Four RegisterActions each: store (first contribution, helper result, clear), add",
-             " * (wrapping 32-bit sums; returns the new low word), read_lo and read_hi. A pass",
-             " * executes one of them per register, chosen by lane_op: STORE, ADD and LOAD in the",
+             " * and lane i + LANE_PAIRS in the high word of lanes_i (docs/tofino.md, 'Lanes'),",
+             " * behind a gate that makes the sums independent of the order of the passes 2",
+             " * (docs/tofino.md, 'Order-free sums'). Four RegisterActions each: store (first",
+             " * contribution, helper result, clear), add (wrapping 32-bit sums; returns the new",
+             " * low word), read_lo and read_hi. A pass executes one of them per register: a",
+             " * contribution (GATED) stores if the gate held another aggregation, reads if its",
+             " * worker's lanes are in already, else adds; STORE, LOAD and CLEAR in the",
              " * resubmitted pass, HIGH in the recirculated pass that returns the high words;",
              " * none where the frame's lanes are not whole (a management request cut short). */",
              "#ifndef SA_ATP_TNA_LANES_P4", "#define SA_ATP_TNA_LANES_P4", "",
-             "control Lanes(inout headers_t hdr, in bit<3> lane_op, in agg_index_t index) {"]
+             "control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,",
+             "              in bit<32> gate_id, inout bit<32> gate_bits) {"]
+    assert len(LANE_STAGES) == pairs
+    lines += _gate() + _resolve()
     for i in range(pairs):
         lines += _lane_pair(i, pairs)
-    lines += ["    apply {"] + [f"        lanes_{i:02d}_op.apply();" for i in range(pairs)]
+    first = [i for i in range(pairs) if LANE_STAGES[i] == 1]
+    lines += ["    apply {", "        lanes_gate_op.apply();"]
+    lines += [f"        lanes_{i:02d}_op.apply();" for i in first]
+    lines += ["        lanes_gate_resolve.apply();"]
+    lines += [f"        lanes_{i:02d}_op.apply();" for i in range(pairs) if i not in first]
     lines += ["    }", "}", "", "#endif", ""]
     return "\n".join(lines)
 

@@ -28,11 +28,12 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) valid;          /* 1: not EMPTY */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) run_id;
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) chunk_id;
-    Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) generation;     /* aggregations begun */
+    Register<bit<8>, agg_index_t>(NUM_AGGREGATORS, 0) generation;      /* aggregations begun */
     Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) agreed_scale;
-    /* 16-bit cells: 8192 x 32 of them take 32 SRAM blocks, which one stage holds beside the
-     * lanes; 32-bit cells (64 blocks) would not fit in a stage (docs/tofino.md, 'Stages') */
-    Register<bit<16>, member_index_t>(NUM_MEMBER_CELLS, 0) member;    /* [index * 32 + worker] */
+    /* 8-bit cells: 8192 x 32 of them take 16 SRAM blocks, which leaves stage 7 the memory for
+     * two lane registers beside it; 16-bit cells left room for one, 32-bit cells for none
+     * (docs/tofino.md, 'State registers') */
+    Register<bit<8>, member_index_t>(NUM_MEMBER_CELLS, 0) member;     /* [index * 32 + worker] */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) progress;       /* phase << 16 | count */
     Register<bit<32>, agg_index_t>(NUM_AGGREGATORS, 0) contributors;
     Register<bit<16>, agg_index_t>(NUM_AGGREGATORS, 0) max_exp;
@@ -260,11 +261,11 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     /* -- generation: bumped by every aggregation begun (and by a clear) --------------------- *
-     * 16 bits, wrapping from 0xFFFF to 1: 0, what a cleared `member` cell holds, is never a
+     * 8 bits, wrapping from 0xFF to 1: 0, what a cleared `member` cell holds, is never a
      * current generation. */
-    RegisterAction<bit<16>, agg_index_t, bit<16>>(generation) generation_bump = {
-        void apply(inout bit<16> cell, out bit<16> rv) {
-            if (cell == 0xFFFF) {
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(generation) generation_bump = {
+        void apply(inout bit<8> cell, out bit<8> rv) {
+            if (cell == 0xFF) {
                 cell = 1;
             } else {
                 cell = cell + 1;
@@ -272,8 +273,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
             rv = cell;
         }
     };
-    RegisterAction<bit<16>, agg_index_t, bit<16>>(generation) generation_read = {
-        void apply(inout bit<16> cell, out bit<16> rv) { rv = cell; }
+    RegisterAction<bit<8>, agg_index_t, bit<8>>(generation) generation_read = {
+        void apply(inout bit<8> cell, out bit<8> rv) { rv = cell; }
     };
     action do_generation_bump() { meta.gen = generation_bump.execute(meta.index); }
     action do_generation_read() { meta.gen = generation_read.execute(meta.index); }
@@ -282,7 +283,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         actions = { do_generation_bump; do_generation_read; NoAction; }
         const entries = {
             (PASS_STATE, KIND_DATA, SIT_NEWER): do_generation_bump();
-            (PASS_STATE, KIND_DATA, SIT_HELD): do_generation_read();
+            /* the aggregation a packet that reaches the lanes asks the gate about (lanes.p4) */
+            (PASS_STATE, _, SIT_HELD): do_generation_read();
             (PASS_LANES, KIND_MGMT_CLEAR, _): do_generation_bump();
         }
         const default_action = NoAction();
@@ -325,7 +327,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
      * of own_slots - slot, in every pass: passes 2 and 3 look the job up again) and a
      * management clear. Pass 1 claims the lanes, held, for a chunk that starts, or asks
      * whether they are still this aggregator's; pass 2 releases them for a stored
-     * HELPER_RESULT and for a first contribution that completes its chunk; pass 3, after the
+     * HELPER_RESULT; pass 3, after the
      * high words are read, releases them when a chunk completes or is taken over (so that no
      * other job's chunk can store into them before the sum has left), and for every answer
      * says whether they were still this aggregator's (respond.p4 drops or bounces the answer
@@ -394,8 +396,6 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
              * same aggregator's next chunk may hold the lanes by now */
             (PASS_LANES, _, SIT_HELD, 0, RESPOND_HELPER_RESULT, LANES_STORE, _, RUN_SAME):
                 do_lane_holder_release();
-            (PASS_LANES, _, SIT_HELD, 0, RESPOND_RESULT, LANES_STORE, _, RUN_SAME):
-                do_lane_holder_release();
             (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_RESULT, RUN_SAME): do_lane_holder_release();
             (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_PARTIAL, RUN_SAME): do_lane_holder_release();
             (PASS_HIGH, _, SIT_HELD, 0, _, _, RESPOND_COPY, RUN_SAME): do_lane_holder_release();
@@ -404,8 +404,8 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     }
 
     /* -- member: was this worker summed into the aggregation under way? --------------------- */
-    RegisterAction<bit<16>, member_index_t, bit<1>>(member) member_join = {
-        void apply(inout bit<16> cell, out bit<1> rv) {
+    RegisterAction<bit<8>, member_index_t, bit<1>>(member) member_join = {
+        void apply(inout bit<8> cell, out bit<1> rv) {
             if (cell == meta.gen) {
                 rv = 1;
             } else {
@@ -514,21 +514,24 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
 
     /* -- contributors ---------------------------------------------------------------------- */
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_claim = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.worker_bit; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = meta.gate_bits; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_helper = {
         void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = hdr.sa.bitmap; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_join = {
-        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = cell | meta.worker_bit; }
+        void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; cell = cell | meta.gate_bits; }
     };
     RegisterAction<bit<32>, agg_index_t, bit<32>>(contributors) contributors_read = {
         void apply(inout bit<32> cell, out bit<32> rv) { rv = cell; }
     };
-    action do_contributors_claim() { meta.rd_bitmap = contributors_claim.execute(meta.index); }
-    action do_contributors_join() { meta.rd_bitmap = contributors_join.execute(meta.index); }
-    action do_contributors_read() { meta.rd_bitmap = contributors_read.execute(meta.index); }
-    action do_contributors_helper() { meta.rd_bitmap = contributors_helper.execute(meta.index); }
+    /* into the header's bitmap, where every answer that reads it carries it (PHV is short):
+     * pass 1 of a HELPER_RESULT reads nothing but for an OLD_RUN bounce, so that one not
+     * stored leaves with its own */
+    action do_contributors_claim() { hdr.sa.bitmap = contributors_claim.execute(meta.index); }
+    action do_contributors_join() { hdr.sa.bitmap = contributors_join.execute(meta.index); }
+    action do_contributors_read() { hdr.sa.bitmap = contributors_read.execute(meta.index); }
+    action do_contributors_helper() { hdr.sa.bitmap = contributors_helper.execute(meta.index); }
     /* contributors, max_exp and helper_id in the stage after progress: the chain's stateful
      * ALUs take 11 of the 48, the lanes 32, so the compiler, which places the lanes (free to
      * go anywhere from stage 1) first, is told where these go (docs/tofino.md, 'Stages') */
@@ -541,12 +544,12 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
         const entries = {
             (PASS_STATE, KIND_NONE, _, _, _, _): NoAction();
             (PASS_STATE, KIND_DATA, SIT_NEWER, _, _, _): do_contributors_claim();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, 1):
-                do_contributors_read();
-            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, _): do_contributors_helper();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_HELD, _, PHASE_TAKEN, 0): do_contributors_helper();
+            (PASS_STATE, KIND_HELPER_RESULT, SIT_OLD_RUN, _, _, _): do_contributors_read();
+            (PASS_STATE, KIND_HELPER_RESULT, _, _, _, _): NoAction();
             (PASS_STATE, KIND_DATA, SIT_HELD, 1, PHASE_AGGREGATING, _): do_contributors_join();
             (PASS_STATE, _, _, _, _, _): do_contributors_read();
-            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_contributors_claim();
+            (PASS_LANES, KIND_MGMT_CLEAR, _, _, _, _): do_contributors_helper();   /* zeroes */
             (PASS_LANES, _, _, _, _, _): do_contributors_read();
         }
         const default_action = NoAction();
@@ -568,7 +571,7 @@ control Aggregator(inout headers_t hdr, inout ingress_metadata_t meta,
     };
     action do_max_exp_claim() { max_exp_claim.execute(meta.index); }
     action do_max_exp_raise() { max_exp_raise.execute(meta.index); }
-    action do_max_exp_read() { meta.rd_exp = max_exp_read.execute(meta.index); }
+    action do_max_exp_read() { hdr.sa.exp = max_exp_read.execute(meta.index); }   /* pass 2 */
     @stage(9)   /* see contributors_sel */
     table max_exp_sel {
         key = { meta.pass: ternary; meta.kind: ternary; meta.situation: ternary;

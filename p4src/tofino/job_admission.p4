@@ -22,8 +22,7 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
         meta.pool_base = pool_base;
         meta.fan_in = fan_in;
         meta.expected = expected;
-        meta.resub.setValid();   /* its group is the job's group in every pass (types.p4) */
-        meta.resub.job_group = group;
+        hdr.pass.job_group = group;   /* where pass 3 has it: the job's group in every pass */
         meta.inband_fanin = inband_fanin;
     }
 
@@ -39,9 +38,11 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
         size = MAX_JOBS;
     }
 
+    /* The worker's bit is the parser's (meta.gate_bits: one parser state per worker id, the
+     * same 1 << worker the controller writes here for the v1model program's tables); PHV
+     * has no room for a second copy. */
     action set_worker(bit<32> worker_bit) {
         meta.registered = 1;
-        meta.worker_bit = worker_bit;
     }
 
     table workers {
@@ -121,9 +122,9 @@ control JobAdmission(inout headers_t hdr, inout ingress_metadata_t meta,
     apply {
         /* only a well-formed SA-ATP frame is looked up (the lookups write its job index); the
          * condition is the parser's, so the lookups need not wait for anything. Passes 2 and
-         * 3 look the job up again: the aggregator (slot_base) and whether the slot is
-         * borrowed (own_slots), which the resubmit data has no room for (what workers and
-         * worker_ports find there is not used). */
+         * 3 look the job up again: its index and group, the aggregator (slot_base) and whether
+         * the slot is borrowed (own_slots), which the resubmit data has no room for (what
+         * workers and worker_ports find there is not used). */
         if (!hdr.packet_out.isValid() && hdr.sa.isValid() && (meta.pass != PASS_STATE
                 || (parser_err == 0 && !meta.bad_version && !meta.checksum_err))) {
             jobs.apply();
@@ -159,11 +160,7 @@ control Limits(in headers_t hdr, inout ingress_metadata_t meta) {
         const default_action = NoAction();
     }
 
-    action start(bit<1> done) {
-        meta.start_done = done;
-    }
-    action start_data(bit<1> done, bit<18> progress_in) {
-        meta.start_done = done;
+    action start_data(bit<18> progress_in) {
         meta.progress_in = progress_in;
     }
     /* a HELPER_RESULT's progress word: COMPLETE_BASE | count, as a constant and a move (no
@@ -174,14 +171,12 @@ control Limits(in headers_t hdr, inout ingress_metadata_t meta) {
     }
     table start_sel {
         key = { meta.kind: ternary; meta.fan_in: ternary; }
-        actions = { start; start_data; start_helper_result; NoAction; }
+        actions = { start_data; start_helper_result; NoAction; }
         const entries = {
             (KIND_HELPER_RESULT, _): start_helper_result();
-            (KIND_DATA, 0): start_data(1, PROGRESS_STARTED_DONE);
-            (KIND_DATA, 1): start_data(1, PROGRESS_STARTED_DONE);
-            (KIND_DATA, _): start_data(0, PROGRESS_STARTED);
-            (_, 0): start(1);
-            (_, 1): start(1);
+            (KIND_DATA, 0): start_data(PROGRESS_STARTED_DONE);
+            (KIND_DATA, 1): start_data(PROGRESS_STARTED_DONE);
+            (KIND_DATA, _): start_data(PROGRESS_STARTED);
         }
         const default_action = NoAction();
     }

@@ -32,15 +32,15 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
     }
 
     state parse_resubmitted_frame {
-        pkt.extract(meta.resub);
+        pkt.extract(meta.resub);   /* the lanes' operation too: meta.resub.lane_op */
         meta.pass = PASS_LANES;
-        meta.lane_sel = meta.resub.lane_op;
         meta.lane_at = meta.resub.lane_index;
         transition parse_ethernet;
     }
 
+    /* pass 1 resubmits a request with nothing to say: its lanes' operation is the request's */
     state parse_resubmitted_request {
-        pkt.extract(meta.resub);
+        pkt.advance(64);
         meta.pass = PASS_LANES;
         transition parse_request;
     }
@@ -60,12 +60,12 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
     }
 
     state request_read {
-        meta.lane_sel = LANES_LOAD;
+        meta.resub.lane_op = LANES_LOAD;
         transition parse_ethernet;
     }
 
     state request_clear {
-        meta.lane_sel = LANES_STORE;
+        meta.resub.lane_op = LANES_CLEAR;
         transition parse_ethernet;
     }
 
@@ -87,7 +87,7 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
     state parse_pass {
         pkt.extract(hdr.pass);
         meta.pass = PASS_HIGH;
-        meta.lane_sel = LANES_HIGH;
+        meta.resub.lane_op = LANES_HIGH;
         meta.lane_at = hdr.pass.lane_index;
         transition select(hdr.pass.response) {
             RESPOND_REPORT: parse_high_report;
@@ -140,14 +140,87 @@ parser SaAtpIngressParser(packet_in pkt, out headers_t hdr, out ingress_metadata
         }
     }
 
+    /* What the lanes' gate ORs in (lanes.p4), from the header alone: a stateful ALU cannot
+     * shift, and the gate acts in stage 0, before any action; so one state per worker id sets
+     * its bit, and a HELPER_RESULT gives its bitmap. */
     state parse_sa_atp {
         pkt.extract(hdr.sa);
         meta.sa_valid = 1;
-        transition select(hdr.sa.version) {
-            SA_ATP_VERSION: parse_lanes;
+        transition select(hdr.sa.version, hdr.sa.op, hdr.sa.worker[4:0]) {
+            (SA_ATP_VERSION, OP_HELPER_RESULT, _): gate_helper;
+            (SA_ATP_VERSION, _, 0): gate_w00;
+            (SA_ATP_VERSION, _, 1): gate_w01;
+            (SA_ATP_VERSION, _, 2): gate_w02;
+            (SA_ATP_VERSION, _, 3): gate_w03;
+            (SA_ATP_VERSION, _, 4): gate_w04;
+            (SA_ATP_VERSION, _, 5): gate_w05;
+            (SA_ATP_VERSION, _, 6): gate_w06;
+            (SA_ATP_VERSION, _, 7): gate_w07;
+            (SA_ATP_VERSION, _, 8): gate_w08;
+            (SA_ATP_VERSION, _, 9): gate_w09;
+            (SA_ATP_VERSION, _, 10): gate_w10;
+            (SA_ATP_VERSION, _, 11): gate_w11;
+            (SA_ATP_VERSION, _, 12): gate_w12;
+            (SA_ATP_VERSION, _, 13): gate_w13;
+            (SA_ATP_VERSION, _, 14): gate_w14;
+            (SA_ATP_VERSION, _, 15): gate_w15;
+            (SA_ATP_VERSION, _, 16): gate_w16;
+            (SA_ATP_VERSION, _, 17): gate_w17;
+            (SA_ATP_VERSION, _, 18): gate_w18;
+            (SA_ATP_VERSION, _, 19): gate_w19;
+            (SA_ATP_VERSION, _, 20): gate_w20;
+            (SA_ATP_VERSION, _, 21): gate_w21;
+            (SA_ATP_VERSION, _, 22): gate_w22;
+            (SA_ATP_VERSION, _, 23): gate_w23;
+            (SA_ATP_VERSION, _, 24): gate_w24;
+            (SA_ATP_VERSION, _, 25): gate_w25;
+            (SA_ATP_VERSION, _, 26): gate_w26;
+            (SA_ATP_VERSION, _, 27): gate_w27;
+            (SA_ATP_VERSION, _, 28): gate_w28;
+            (SA_ATP_VERSION, _, 29): gate_w29;
+            (SA_ATP_VERSION, _, 30): gate_w30;
+            (SA_ATP_VERSION, _, 31): gate_w31;
             default: unsupported_version;
         }
     }
+
+    state gate_helper {
+        meta.gate_bits = hdr.sa.bitmap;
+        transition parse_lanes;
+    }
+
+    state gate_w00 { meta.gate_bits = 32w0x00000001; transition parse_lanes; }
+    state gate_w01 { meta.gate_bits = 32w0x00000002; transition parse_lanes; }
+    state gate_w02 { meta.gate_bits = 32w0x00000004; transition parse_lanes; }
+    state gate_w03 { meta.gate_bits = 32w0x00000008; transition parse_lanes; }
+    state gate_w04 { meta.gate_bits = 32w0x00000010; transition parse_lanes; }
+    state gate_w05 { meta.gate_bits = 32w0x00000020; transition parse_lanes; }
+    state gate_w06 { meta.gate_bits = 32w0x00000040; transition parse_lanes; }
+    state gate_w07 { meta.gate_bits = 32w0x00000080; transition parse_lanes; }
+    state gate_w08 { meta.gate_bits = 32w0x00000100; transition parse_lanes; }
+    state gate_w09 { meta.gate_bits = 32w0x00000200; transition parse_lanes; }
+    state gate_w10 { meta.gate_bits = 32w0x00000400; transition parse_lanes; }
+    state gate_w11 { meta.gate_bits = 32w0x00000800; transition parse_lanes; }
+    state gate_w12 { meta.gate_bits = 32w0x00001000; transition parse_lanes; }
+    state gate_w13 { meta.gate_bits = 32w0x00002000; transition parse_lanes; }
+    state gate_w14 { meta.gate_bits = 32w0x00004000; transition parse_lanes; }
+    state gate_w15 { meta.gate_bits = 32w0x00008000; transition parse_lanes; }
+    state gate_w16 { meta.gate_bits = 32w0x00010000; transition parse_lanes; }
+    state gate_w17 { meta.gate_bits = 32w0x00020000; transition parse_lanes; }
+    state gate_w18 { meta.gate_bits = 32w0x00040000; transition parse_lanes; }
+    state gate_w19 { meta.gate_bits = 32w0x00080000; transition parse_lanes; }
+    state gate_w20 { meta.gate_bits = 32w0x00100000; transition parse_lanes; }
+    state gate_w21 { meta.gate_bits = 32w0x00200000; transition parse_lanes; }
+    state gate_w22 { meta.gate_bits = 32w0x00400000; transition parse_lanes; }
+    state gate_w23 { meta.gate_bits = 32w0x00800000; transition parse_lanes; }
+    state gate_w24 { meta.gate_bits = 32w0x01000000; transition parse_lanes; }
+    state gate_w25 { meta.gate_bits = 32w0x02000000; transition parse_lanes; }
+    state gate_w26 { meta.gate_bits = 32w0x04000000; transition parse_lanes; }
+    state gate_w27 { meta.gate_bits = 32w0x08000000; transition parse_lanes; }
+    state gate_w28 { meta.gate_bits = 32w0x10000000; transition parse_lanes; }
+    state gate_w29 { meta.gate_bits = 32w0x20000000; transition parse_lanes; }
+    state gate_w30 { meta.gate_bits = 32w0x40000000; transition parse_lanes; }
+    state gate_w31 { meta.gate_bits = 32w0x80000000; transition parse_lanes; }
 
     state unsupported_version {
         meta.bad_version = true;

@@ -53,9 +53,10 @@ control LoopPorts(in ingress_intrinsic_metadata_t ig_intr_md, inout ingress_meta
  * carries gets a container of its own (docs/tofino.md, Compiling: where it stands). */
 @pa_container_size("ingress", "hdr.sa.bitmap", 32)
 /* A stateful ALU's output lands whole in one container: the generation (read or bumped by
- * `generation`, compared by `member`) had been split over 8-bit containers, which no ALU
- * operation can fill from it ("ATTACHED_OUTPUT_ILLEGAL_ALIGNMENT"). */
-@pa_container_size("ingress", "meta.gen", 16)
+ * `generation`, compared by `member`, hashed into the gate's gate_id) in one of its own; as
+ * a 16-bit field it had been split over 8-bit containers, which no ALU operation can fill
+ * from it ("ATTACHED_OUTPUT_ILLEGAL_ALIGNMENT"). */
+@pa_container_size("ingress", "meta.gen", 8)
 /* agreed_scale's stateful ALU answers a comparison (meta.scale_ok) and a read (meta.rd_scale,
  * which lands in a 32-bit container): both take its output from one action-bus slot, which
  * serves accesses of a single width ("can't fit in a single slot for 16 bit access"). */
@@ -160,6 +161,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                 /* the aggregator (admit_sel's locate, as for passes 2 and 3) and its lanes */
                 meta.abs_slot = hdr.packet_out.aggregator[12:1];
                 meta.set_bit = hdr.packet_out.aggregator[0:0];
+                meta.resub.setValid();   /* not parsed: the request has its own (parser.p4) */
                 meta.resub.lane_index = holder_of.get({hdr.packet_out.aggregator[12:0]});
                 meta.response = RESPOND_REPORT;
                 if (hdr.packet_out.opcode == MGMT_CLEAR_AGGREGATOR) {
@@ -169,6 +171,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
                     hdr.sa.scale = 0;
                     hdr.sa.exp = 0;
                     hdr.sa.worker = 0;
+                    hdr.sa.bitmap = 0;
                     meta.kind = KIND_MGMT_CLEAR;
                     meta.lane_op = LANES_CLEAR;
                 } else {
@@ -182,7 +185,6 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             meta.set_bit = hdr.sa.flags[0:0];   /* the aggregator, found again (admit_sel) */
             meta.lane_op = meta.resub.lane_op;
             meta.response = meta.resub.response;
-            meta.job_index = meta.resub.job_index;
         } else {
             meta.set_bit = hdr.sa.flags[0:0];
             meta.resub.setValid();   /* lane_holder's address, as in pass 2 */
@@ -191,9 +193,10 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
             meta.job_index = hdr.pass.job_index;
         }
         /* What this pass does to the lanes, and where they are, come from the parser alone
-         * (meta.lane_sel, meta.lane_at; never from pass 1's decisions, which wait for pass 2):
-         * the lane registers can then use stage 0's stateful ALUs beside the state chain's. */
-        lanes.apply(hdr, meta.lane_sel, meta.lane_at);
+         * (meta.resub.lane_op, which pass 1 writes only at its end, and meta.lane_at; never
+         * from pass 1's decisions, which wait for pass 2): the gate can then act in stage 0
+         * and the lanes from stage 1, beside the state chain's stateful ALUs. */
+        lanes.apply(hdr, meta.resub.lane_op, meta.lane_at, meta.resub.gate_id, meta.gate_bits);
 
         /* Pass 1 (the tables below act only there: their keys carry port_frame or kind).
          * The loss draw, at once (admit reads what it leaves of the port's threshold). */
@@ -222,7 +225,7 @@ control SaAtpIngress(inout headers_t hdr, inout ingress_metadata_t meta,
         /* admit_sel (with `valid`), the limits, the state registers */
         aggregator.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
         l2_answer.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-        decide.apply(meta, ig_dprsr_md);
+        decide.apply(hdr, meta, ig_dprsr_md);
         passes.apply(ig_intr_md, meta);
         respond.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
 

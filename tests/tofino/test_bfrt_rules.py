@@ -198,5 +198,5 @@ def test_the_controller_clears_a_job_in_one_request_per_register(stack):
         job, _ = ctl._admission_writes(job_spec(1, 3, slots=64))
         before = stack.device.requests
         ctl._clear_aggregators(job)
-        # the state registers, member, the 32 lane pairs and the lane holders
-        assert stack.device.requests - before == len(STATE_REGISTERS) + len(LANE_REGISTERS) + 2
+        # the state registers, member, the 32 lane pairs, the lanes' gate and the lane holders
+        assert stack.device.requests - before == len(STATE_REGISTERS) + len(LANE_REGISTERS) + 3

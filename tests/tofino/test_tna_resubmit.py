@@ -1,12 +1,12 @@
 """Sums when resubmitted packets are reordered or lost between passes 1 and 2.
 
 Nothing Intel publishes promises that resubmission keeps packets of different ingress ports in
-their pass-1 order, or drops none. The design as built decides in pass 1 whether a
-contribution's lanes are stored (the first) or added (the rest), and which one reads the sum
-(the last), so a reordered or lost pass 2 gives a result whose lanes are not the sum of the
-contributions its bitmap names. These tests say what must hold and fail on that design
-(strict xfail: they fail the suite once they pass, so the marks go with the redesign of
-docs/tofino.md, "Order-free sums")."""
+their pass-1 order, or drops none. The program's lanes sit behind a gate (lanes.p4;
+docs/tofino.md, "Order-free sums") that decides in pass 2 whether a contribution's lanes are
+stored, added or already in, and a sum leaves only when the lanes hold every contribution the
+state counts. Until the gate (commit 91d959f and before), pass 1 decided store, add and read,
+and the cases and schedules below failed (they were strict xfails); the last tests show that
+they still catch a gate that forgets whose lanes are in."""
 
 from types import SimpleNamespace
 
@@ -19,25 +19,24 @@ from protocol.codec import decode_frame
 from tests.p4.packets import Job, job_spec, random_lanes, wrapping_sum
 from tests.tofino.fake_bfrt import FakeClient
 from tests.tofino.fake_switch import FakeSwitch
+from tests.tofino.model import register_actions
 from tests.tofino.model.pipeline import TnaModel
 from tests.tofino.schedules import check_sums, contribution
 from tests.tofino.targets import switch_config
 
-ORDER_DEPENDENT = pytest.mark.xfail(strict=True, raises=AssertionError,
-                                    reason="the design as built: pass 1 decides store, add and "
-                                    "read; docs/tofino.md, Order-free sums")
 
-
-def admitted_job(workers: int = 3, slots: int = 4) -> tuple[TnaModel, Job]:
-    """The model with one job admitted by the controller, its workers on ports 1, 2, ..."""
+def admitted_job(workers: int = 3, slots: int = 4,
+                 actions=None) -> tuple[TnaModel, Job, TofinoController]:
+    """The model (with ``actions`` for its RegisterActions), its controller and one job it
+    admitted, the job's workers on ports 1, 2, ..."""
     fake = FakeSwitch()
-    model = TnaModel(fake)
+    model = TnaModel(fake, actions=actions)
     ctl = TofinoController("tofino", switch_config(tuple(range(1, workers + 1))),
                            client=FakeClient({"tofino": fake})).connect()
     ctl.reconcile()
     spec = job_spec(1, workers, slots=slots)
     ctl.admit(spec)
-    return model, Job(spec, SimpleNamespace(send=model.process))
+    return model, Job(spec, SimpleNamespace(send=model.process)), ctl
 
 
 def results(outs) -> list:
@@ -52,9 +51,8 @@ def assert_every_result_is_the_sum_its_bitmap_names(frames, rows) -> None:
             np.testing.assert_array_equal(f.lanes, wrapping_sum(named))
 
 
-@ORDER_DEPENDENT
 def test_a_first_contribution_whose_pass_2_comes_last():
-    model, job = admitted_job()
+    model, job, _ = admitted_job()
     rows = random_lanes(np.random.default_rng(1), 3)
     model.process(1, job.frame(0, P.Op.DATA, 0, rows[0], scale=0x8000), hold_resubmit=True)
     outs = []
@@ -64,9 +62,8 @@ def test_a_first_contribution_whose_pass_2_comes_last():
     assert_every_result_is_the_sum_its_bitmap_names(results(outs), rows)
 
 
-@ORDER_DEPENDENT
 def test_a_contribution_whose_pass_2_is_lost_is_retransmitted():
-    model, job = admitted_job()
+    model, job, _ = admitted_job()
     rows = random_lanes(np.random.default_rng(2), 3)
     model.process(1, job.frame(0, P.Op.DATA, 0, rows[0], scale=0x8000), hold_resubmit=True)
     model.resubmitted.clear()                        # lost between passes 1 and 2
@@ -79,7 +76,7 @@ def test_a_contribution_whose_pass_2_is_lost_is_retransmitted():
 def test_in_order_passes_give_the_sum():
     """The same three contributions with no pass held: the sum (the tests above differ from
     this one only in the order or loss of a pass 2)."""
-    model, job = admitted_job()
+    model, job, _ = admitted_job()
     rows = random_lanes(np.random.default_rng(1), 3)
     outs = []
     for w in range(3):
@@ -93,8 +90,8 @@ class ResubmitSchedule:
     """Hosts and a switch whose passes 2 are held, released in any order, or lost: one job of
     ``workers`` workers, each contribution the same in every send (``contribution``)."""
 
-    def __init__(self, seed: int, held: float, workers: int = 3, slots: int = 2):
-        self.model, self.job = admitted_job(workers, slots)
+    def __init__(self, seed: int, held: float, workers: int = 3, slots: int = 2, actions=None):
+        self.model, self.job, _ = admitted_job(workers, slots, actions)
         self.spec = self.job.spec
         self.rng = np.random.default_rng(seed)
         self.workers = workers
@@ -158,7 +155,6 @@ def two_rounds(schedule: ResubmitSchedule) -> None:
         assert set(chunks) <= schedule.completed, sorted(set(chunks) - schedule.completed)
 
 
-@ORDER_DEPENDENT
 @pytest.mark.parametrize("seed", range(4))
 def test_random_schedules_of_reordered_and_lost_passes_2(seed):
     """Half the passes 2 held, released in random order or lost: every result is numpy's sum
@@ -173,3 +169,36 @@ def test_the_same_schedules_with_no_pass_2_held(seed):
     schedule = ResubmitSchedule(seed, held=0.0)
     two_rounds(schedule)
     assert schedule.completed == set(range(4 * schedule.spec.window))
+
+
+def test_a_gate_that_forgets_whose_lanes_are_in_fails_the_schedules():
+    """The schedules catch a gate that answers 0 (store) to every pass 2: each contribution
+    then overwrites the lanes, and a result holds the last one's."""
+    forgetful = register_actions.registry()
+    forgetful["lanes_gate"]["lanes_gate_join"] = lambda cell, phv: (
+        (phv.gate_id, phv.gate_bits), 0)
+    with pytest.raises(AssertionError):
+        for seed in range(4):
+            two_rounds(ResubmitSchedule(seed, held=0.5, actions=forgetful))
+
+
+def test_a_job_in_the_slots_of_a_removed_one_sums_from_nothing():
+    """Removing a job zeroes its aggregators' generations, so the next job in its slots
+    counts its aggregations from 1 again, as the removed one did: the controller clears the
+    lanes' gate with them, or the new job's contributions would find their workers in
+    already (read, not added) and the lanes the old job's."""
+    model, job, ctl = admitted_job(slots=1)
+    rows = random_lanes(np.random.default_rng(3), 3)
+    for w in range(3):
+        model.process(w + 1, job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000))
+    ctl.remove(job.spec.id)
+    spec = job_spec(2, 3, slots=1)
+    ctl.admit(spec)
+    again = Job(spec, SimpleNamespace(send=model.process))
+    new_rows = random_lanes(np.random.default_rng(4), 3)
+    outs = []
+    for w in range(3):
+        outs += model.process(w + 1, again.frame(w, P.Op.DATA, 0, new_rows[w], scale=0x8000))
+    frames = results(outs)
+    assert [f.header.op for f in frames] == [P.Op.RESULT] * 3
+    assert_every_result_is_the_sum_its_bitmap_names(frames, new_rows)

@@ -9,7 +9,6 @@ import pytest
 from protocol import constants as P
 from tests.tofino import p4_text
 from tests.tofino.model import register_actions, tables
-from tests.tofino.model.pipeline import LANE_ACTIONS
 
 CONTROLS = p4_text.controls()
 STATEFUL = {name: c for name, c in CONTROLS.items() if c.registers}
@@ -70,11 +69,15 @@ def test_register_actions_compare_at_most_twice(name, spec):
     assert sum(len(re.findall(r"==|!=|>=|<=|<|>", c)) for c in conditions) <= 2, conditions
 
 
+LANE_REGISTERS = [r for r in CONTROLS["Lanes"].registers if re.fullmatch(r"lanes_\d\d", r)]
+
+
 def test_lanes_are_pairs_of_two_words_covering_every_lane_once():
     lanes = CONTROLS["Lanes"]
-    assert len(lanes.registers) == P.LANES // 2
+    assert len(LANE_REGISTERS) == P.LANES // 2
+    assert set(lanes.registers) == {*LANE_REGISTERS, "lanes_gate"}
     used = []
-    for register in lanes.registers:
+    for register in LANE_REGISTERS:
         store = lanes.register_actions[f"{register}_store"][2]
         used += re.findall(r"hdr\.lanes\.v(\d\d)", store)
     assert sorted(int(v) for v in used) == list(range(P.LANES))
@@ -86,8 +89,12 @@ def test_the_lanes_act_only_on_a_frame_whose_lanes_are_whole():
     """The lanes run in stage 0 on the parser's word alone, before the apply block's checks of
     a management request: a request cut short must find every lane table missing."""
     lanes = CONTROLS["Lanes"]
-    for table in lanes.tables.values():
-        assert [k for k, _ in table.keys] == ["lane_op", "hdr.lanes.$valid"], table.name
+    stateful = [t for t in lanes.tables.values()
+                if any(re.search(r"\.execute\(", lanes.actions[a][1]) for a in t.actions
+                       if a in lanes.actions)]
+    assert len(stateful) == P.LANES // 2 + 1   # the lane pairs and the gate
+    for table in stateful:
+        assert [k for k, _ in table.keys][:2] == ["lane_op", "hdr.lanes.$valid"], table.name
         assert table.const_entries and table.default == "NoAction()", table.name
         assert all(values[1] == "true" for values, _ in table.const_entries), table.name
 
@@ -104,15 +111,12 @@ def test_the_models_codes_are_the_programs():
         if name.split("_")[0] in ("PASS", "KIND", "RUN", "SIT", "PHASE", "LANES", "RESPOND") \
                 and isinstance(getattr(tables, name), int):
             assert consts[name] == getattr(tables, name), name
-    assert all(LANE_ACTIONS[consts[f"LANES_{k}"]] == a for k, a in
-               (("STORE", "store"), ("ADD", "add"), ("LOAD", "read_lo"), ("HIGH", "read_hi")))
 
 
 DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range(2),
            "meta.run_class": range(4), "meta.situation": range(4), "meta.scale_ok": range(2),
            "meta.is_member": range(2), "meta.old_progress[17:16]": range(4),
            "meta.limit_add": range(2), "meta.at_limit": range(2),
-           "meta.start_done": range(2),
            # admit_sel: zero tests as 0 and 1, the ops and flags as they come
            "meta.drop_reason": (0, 1), "meta.spoofed": range(2), "meta.sa_valid": range(2),
            "meta.job_known": range(2), "meta.transit": range(2), "hdr.sa.op": (*range(9), 15),
@@ -129,7 +133,11 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.fan_in": (0, 1, 2, 3, 32),
            # the shared pool: lanes_at_sel, lane_holder_sel and what lane_holder answers
            "meta.own_slots": (0, 1, 7), "meta.lanes_away": range(2),
-           "meta.response": range(9), "meta.lane_op": range(6), "hdr.pass.response": range(9)}
+           "meta.response": range(9), "meta.lane_op": range(6), "hdr.pass.response": range(9),
+           # the lanes' gate: what it answered, and contributors beside a worker's bit
+           "hdr.sa.worker[4:0]": (0, 5, 31), "hdr.sa.bitmap": (0, 0x21, 0x80000000),
+           "lane_op": range(7), "hdr.lanes.$valid": range(2),
+           "gate_bits": (0, 1, 0x20, 0x80000021)}
 
 
 def tcam(table, values: dict, consts: dict):
@@ -150,12 +158,25 @@ def _matches(text: str, value: int, consts: dict) -> bool:
 
 
 def _value(text: str, consts: dict) -> int:
+    if text in ("true", "false"):
+        return int(text == "true")
     return consts[text] if text in consts else int(text, 0)
 
 
 def _call(call: str, consts: dict):
     name, _, args = call.partition("(")
     return name, tuple(_value(a.strip(), consts) for a in args.rstrip(")").split(",") if a.strip())
+
+
+def _model_name(key: str) -> str:
+    """A table key as the model's functions name it."""
+    if key == "hdr.lanes.$valid":
+        return "lanes_valid"
+    if key == "hdr.pass.response":
+        return "pass_response"
+    if key.startswith(("hdr.", "meta.resub.")):
+        return key.split(".")[-1].split("[")[0]
+    return key.removeprefix("meta.")
 
 
 def _named(function):
@@ -182,8 +203,7 @@ def test_the_models_tables_are_the_const_entries(table):
     names = [k for k, _ in t.keys]
     for combo in itertools.product(*(DOMAINS[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
-        m = {k.split(".")[-1] if k.startswith(("hdr.", "meta.resub.")) else
-             k.removeprefix("meta."): v for k, v in values.items()}
+        m = {_model_name(k): v for k, v in values.items()}
         m["pass_response"] = values.get("hdr.pass.response", 0)   # beside meta.response
         m["response"] = values.get("meta.response", 0)
         m["phase"] = values.get("meta.old_progress[17:16]", 0)
@@ -197,13 +217,54 @@ def test_the_models_tables_are_the_const_entries(table):
         assert got == want, f"{table} at {m}"
 
 
+@pytest.mark.parametrize("table", [*(f"{r}_op" for r in LANE_REGISTERS), "lanes_gate_op",
+                                   "lanes_gate_resolve"])
+def test_the_lane_tables_are_the_models(table):
+    """What the gate and every lane register do, for every operation, gate answer and
+    worker, and what the lanes after stage 1 are told a contribution's operation is: the
+    model's ``lanes_gate_op``, ``lane_op`` and ``lanes_gate_resolve`` (lane tables keep their
+    actions' register prefix: ``lanes_07_do_add`` is the model's ``add``). A table that keys
+    on the operation alone (after stage 1) sees it resolved: never LANES_GATED."""
+    consts, t = p4_text.constants(), CONTROLS["Lanes"].tables[table]
+    names = [k for k, _ in t.keys]
+    resolved = "gate_bits" not in names
+    for combo in itertools.product(*(DOMAINS[k] for k in names)):
+        values = dict(zip(names, combo, strict=True))
+        m = {_model_name(k): v for k, v in values.items()}
+        if resolved and m["lane_op"] == tables.LANES_GATED:
+            continue
+        got = _call(tcam(t, values, consts), consts)
+        if table == "lanes_gate_resolve":
+            assert got == tables.lanes_gate_resolve(m), m
+            continue
+        want = tables.lanes_gate_op(m) if table == "lanes_gate_op" else tables.lane_op(m)
+        register = table.removesuffix("_op")
+        assert got[0].replace(f"{register}_do_", "") == want.replace("lanes_gate_do_", ""), m
+
+
+def test_pass_two_answers_are_the_models():
+    """respond.p4's answer in pass 2, whatever order the passes 2 came in: a sum leaves only
+    when the lanes hold what the state counts (meta.gate_bits, by then the workers missing)."""
+    consts, t = p4_text.constants(), CONTROLS["Respond"].tables["answer"]
+    names = [k for k, _ in t.keys]
+    domains = {**DOMAINS, "meta.pass": (tables.PASS_LANES,), "hdr.pass.response": (0,),
+               "meta.gate_bits": (0, 1, 0x20, 0x21), "hdr.sa.worker[4:0]": (0, 5),
+               "meta.run_class": range(3), "meta.situation": range(3)}
+    for combo in itertools.product(*(domains[k] for k in names)):
+        values = dict(zip(names, combo, strict=True))
+        m = {_model_name(k): v for k, v in values.items()}
+        m["phase"] = values["meta.old_progress[17:16]"]
+        got, _ = _call(tcam(t, values, consts), consts)
+        assert got == tables.pass_two(m), f"answer at {m}"
+
+
 def test_pass_three_answers_are_the_models():
     """respond.p4's answer in pass 3 (the rest of the table is checked packet by packet by the
     twin, which never holds a packet between passes 2 and 3)."""
     consts, t = p4_text.constants(), CONTROLS["Respond"].tables["answer"]
     names = [k for k, _ in t.keys]
     domains = {**DOMAINS, "meta.pass": (tables.PASS_HIGH,), "meta.response": (0, 3, 7),
-               "meta.lane_op": (0, 4)}
+               "meta.lane_op": (0, 4), "meta.gate_bits": (0, 1), "hdr.sa.worker[4:0]": (0,)}
     for combo in itertools.product(*(domains[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
         m = {k.removeprefix("meta."): v for k, v in values.items()}

@@ -13,6 +13,10 @@ from protocol import constants as P
 STATE_REGISTERS = ("valid", "run_id", "chunk_id", "generation", "agreed_scale", "progress",
                    "contributors", "max_exp", "helper_id")
 LANE_REGISTERS = tuple(f"lanes_{i:02d}" for i in range(P.LANES // 2))
+# The lanes' gate (lanes.p4): which aggregation the lane cells hold and whose lanes are in. A
+# cleared generation restarts at 1, so a gate left from before a clear could take a new
+# aggregation for its own: it is cleared with the lanes.
+GATE_REGISTER = "lanes_gate"
 # The slot state as the TNA program keeps it (the phase, bits 17:16 of `progress`, PHASE_* in
 # p4src/tofino/include/types.p4) -> the protocol's.
 PHASES = {0: P.SlotState.EMPTY, 1: P.SlotState.COMPLETE, 2: P.SlotState.TAKEN,
@@ -44,16 +48,17 @@ class Aggregator:
         return states
 
     def clear(self, conn: BfrtConnection, indices, pipe: int = 0) -> None:
-        """Zero every register of the aggregators (a pool aggregator's lane holder too), and
-        their workers' `member` cells (a zero generation is never current: the first
-        aggregation bumps it to 1): one request per register, with all its cells."""
+        """Zero every register of the aggregators (a pool aggregator's lane holder and the
+        lanes' gate too), and their workers' `member` cells (a zero generation is never
+        current: the first aggregation bumps it to 1): one request per register, with all
+        its cells."""
         indices = aggregator_indices(indices)
         writes = [("modify", _cell(names.AGGREGATOR, name, i, {"f1": 0}))
                   for name in STATE_REGISTERS for i in indices]
         writes += [("modify", _cell(names.AGGREGATOR, "member", i * P.MAX_WORKERS + w, {"f1": 0}))
                    for i in indices for w in range(P.MAX_WORKERS)]
         writes += [("modify", _cell(names.LANES, name, i, {"lo": 0, "hi": 0}))
-                   for name in LANE_REGISTERS for i in indices]
+                   for name in (*LANE_REGISTERS, GATE_REGISTER) for i in indices]
         writes += [("modify", _cell(names.AGGREGATOR, "lane_holder", i, {"lo": 0, "hi": 0}))
                    for i in indices]
         conn.write(writes, pipe)

@@ -51,11 +51,13 @@ const bit<18> TAKE_OVER         = 0x10000;          /* less: AGGREGATING -> TAKE
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
-const bit<3> LANES_STORE = 1;
-const bit<3> LANES_ADD   = 2;
+const bit<3> LANES_STORE = 1;   /* a stored HELPER_RESULT: the lanes and the gate take it */
+const bit<3> LANES_GATED = 2;   /* a contribution: the gate says store, add or read (lanes.p4) */
 const bit<3> LANES_LOAD  = 3;   /* the low words into the packet */
 const bit<3> LANES_HIGH  = 4;   /* the high words into the packet */
-const bit<3> LANES_CLEAR = 5;   /* a clear: lane_holder clears, the lanes store the request's */
+const bit<3> LANES_CLEAR = 5;   /* a clear: lane_holder and the gate clear, the lanes store the
+                                 * request's */
+const bit<3> LANES_ADD   = 6;   /* what the gate chose for a contribution: add (lanes.p4) */
 
 /* How a packet is answered. */
 const bit<4> RESPOND_NONE          = 0;
@@ -84,17 +86,16 @@ struct holder_pair_t {
 }
 
 /* Pass 1 -> pass 2: the resubmit data (64 bits on Tofino 1). Each field has its own byte(s),
- * so that each container it lands in has one source. */
+ * so that each container it lands in has one source. Pass 2 looks the job up again (its index
+ * and group), so the data holds only what pass 1 decided and where the lanes are. */
 header resubmit_h {
     bit<5>      _pad4;
     bit<3>      lane_op;
     bit<4>      _pad0;
     bit<4>      response;
-    bit<8>      job_index;
-    bit<16>     job_group;   /* the job's group: the admission writes it here in pass 1 */
     bit<3>      _pad3;
     agg_index_t lane_index;  /* where its lanes are: the aggregator's, or the pool's (§4.6) */
-    bit<8>      _pad2;
+    bit<32>     gate_id;     /* the aggregation: generation << 16 | aggregator (lanes.p4's gate) */
 }
 
 /* Pass 2 -> pass 3: ahead of the frame on the recirculation port. */
@@ -102,7 +103,7 @@ header pass_h {
     bit<4>      response;
     bit<4>      _pad0;
     bit<8>      job_index;
-    bit<16>     job_group;
+    bit<16>     job_group;   /* the jobs table writes it here in every pass: PHV is short */
     bit<7>      _pad1;
     PortId_t    port;        /* the reply's port: the sender's, or the CPU port */
     bit<3>      _pad3;
@@ -208,7 +209,6 @@ struct ingress_metadata_t {
     bit<32>     expected;
     bit<1>      inband_fanin;
     bit<1>      registered;  /* the workers table knows the worker on its port and addresses */
-    bit<32>     worker_bit;  /* its bit (1 << worker) */
     bit<1>      expected_worker;   /* its bit is set in the job's expected set */
     bit<1>      transit;
     bit<1>      helper_known;
@@ -222,23 +222,24 @@ struct ingress_metadata_t {
     bit<1>      set_bit;     /* the packet's SET flag (a request's aggregator bit 0) */
     agg_index_t index;           /* abs_slot ++ SET, from the identity hash (sa_atp_tna.p4) */
     bit<1>      lanes_away;      /* lane_holder: the lanes are not this aggregator's (§4.6) */
-    bit<3>      lane_sel;        /* the lanes' operation in this pass, set by the parser */
     agg_index_t lane_at;         /* and where they are: the pass's lane index, or a request's */
+    bit<32>     gate_bits;       /* the worker's bit (the parser's, from its id) or a
+                                  * HELPER_RESULT's bitmap, which pass 1 sums and the gate ORs
+                                  * in; in pass 2, the gate's answer (the workers whose lanes
+                                  * were in), then that XOR contributors (respond.p4). One
+                                  * field for the three: PHV is short */
     bit<18>     progress_in;   /* a progress word to write, or what progress_check subtracts */
     bit<32>     limit_add;
-    bit<1>      start_done;
     bit<8>      was_valid;
     bit<2>      run_class;
     bit<2>      situation;
-    bit<16>     gen;
+    bit<8>      gen;
     bit<1>      scale_ok;
     bit<1>      is_member;
     bit<32>     old_progress;
     bit<8>      rd_count;    /* old_progress[7:0], whole, for the answer's count */
     bit<1>      at_limit;    /* old_progress == limit_add: a duplicate does not complete */
     bit<16>     rd_scale;
-    bit<32>     rd_bitmap;
-    bit<16>     rd_exp;
     /* the answer */
     bit<3>      lane_op;
     bit<4>      response;

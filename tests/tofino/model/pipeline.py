@@ -20,8 +20,6 @@ from tests.tofino.model import tables as T
 from tests.tofino.model.packet import Packet, deparse_egress, parse_egress, parse_ingress
 from tests.tofino.model.respond import respond
 
-LANE_ACTIONS = {T.LANES_STORE: "store", T.LANES_ADD: "add", T.LANES_LOAD: "read_lo",
-                T.LANES_HIGH: "read_hi"}
 AGGREGATING_BASE, COMPLETE_BASE = 0x30000, 0x10000
 
 
@@ -84,12 +82,13 @@ class TnaModel:
             phv = self._ingress(port, frame, phv.tm["resubmit"])
         return self._after_pass_two(phv, hold)
 
-    def release_resubmitted(self, index: int = 0) -> list[tuple[int, bytes]]:
-        """Pass 2 (and 3) of the ``index``-th held resubmitted frame, and what leaves."""
+    def release_resubmitted(self, index: int = 0, hold: bool = False) -> list[tuple[int, bytes]]:
+        """Pass 2 (and 3, unless ``hold`` keeps it on the loop) of the ``index``-th held
+        resubmitted frame, and what leaves."""
         port, frame, resub = self.resubmitted.pop(index)
         self.touched, self.counted = set(), set()
         self._ingress_length = len(frame)
-        return self._after_pass_two(self._ingress(port, frame, resub), False)
+        return self._after_pass_two(self._ingress(port, frame, resub), hold)
 
     def _after_pass_two(self, phv: Phv, hold: bool) -> list[tuple[int, bytes]]:
         if phv.tm["drop"]:
@@ -134,6 +133,10 @@ class TnaModel:
         passno = T.PASS_LANES if resub is not None else (
             T.PASS_HIGH if packet.valid("pass") else T.PASS_STATE)
         phv = Phv(packet, port, passno)
+        if packet.valid("sa") and not packet.bad_version and passno != T.PASS_HIGH:
+            sa = packet.hdr["sa"]   # the parser's gate_w<k> states, and gate_helper
+            phv.meta["gate_bits"] = (sa["bitmap"] if sa["op"] == P.Op.HELPER_RESULT
+                                     else 1 << (sa["worker"] & 31))
         self._executed: set[str] = set()
         m, hdr = phv.meta, phv.hdr
         rx_op, use_l2, received = 0, False, False
@@ -152,8 +155,7 @@ class TnaModel:
             self._management(phv)
         elif passno == T.PASS_LANES:
             m.update(lane_op=resub["lane_op"], response=resub["response"],
-                     job_index=resub["job_index"], job_group=resub["job_group"],
-                     lane_index=resub["lane_index"])
+                     lane_index=resub["lane_index"], gate_id=resub["gate_id"])
             self._job_again(phv)
         else:
             route = hdr["pass"]
@@ -161,12 +163,9 @@ class TnaModel:
                      lane_index=route["lane_index"], pass_response=route["response"])
             self._job_again(phv)
         self._aggregator(phv)
-        lane_op = m["lane_op"]
-        if passno == T.PASS_STATE:
-            lane_op = T.LANES_KEEP
-        elif lane_op == T.LANES_CLEAR:   # the request's lanes (the controller sends zeros)
-            lane_op = T.LANES_STORE
-        self._lanes(phv, lane_op)
+        self._lanes(phv, T.LANES_KEEP if passno == T.PASS_STATE else m["lane_op"])
+        if passno == T.PASS_LANES:   # the workers counted whose lanes the gate did not have
+            m["gate_bits"] ^= phv.hdr["sa"]["bitmap"]   # (respond.p4's missing_sel)
         action, data, _ = self.switch.lookup("pipe.SaAtpIngress.passes.loop_port",
                                              {"ig_intr_md.ingress_port": port})
         if action == "SaAtpIngress.passes.to_loop":
@@ -234,8 +233,8 @@ class TnaModel:
             "hdr.sa.job": sa["job"], "hdr.sa.worker": sa["worker"],
             "ig_intr_md.ingress_port": port, "hdr.ethernet.src_addr": hdr["ethernet"]["src_addr"],
             "hdr.ipv4.src_addr": hdr["ipv4"]["src_addr"]})
-        if worker[2]:
-            m["registered"], m["worker_bit"] = 1, worker[1]["worker_bit"]
+        if worker[2]:   # its bit is the parser's (gate_bits)
+            m["registered"] = 1
         helper = self.switch.lookup("pipe.SaAtpIngress.admission.worker_ports",
                                     {"hdr.sa.job": sa["job"], "hdr.sa.reason": sa["reason"]})
         if helper[2]:
@@ -248,6 +247,7 @@ class TnaModel:
             m, sa = phv.meta, phv.hdr["sa"]
             job = self.switch.lookup("pipe.SaAtpIngress.admission.jobs", {"hdr.sa.job": sa["job"]})
             if job[0] == "SaAtpIngress.admission.set_job":
+                m["job_index"], m["job_group"] = job[1]["job_index"], job[1]["group"]
                 m["slot_base"] = job[1]["slot_base"]
                 m["own_slots"] = max(job[1]["own_slots"] - sa["slot"], 0)
             m["index"] = (((m["slot_base"] + sa["slot"]) & 0xFFF) << 1) | (sa["flags"] & P.Flag.SET)
@@ -272,10 +272,8 @@ class TnaModel:
         action, args = tables.start_sel(m)
         if action == "start_helper_result":
             m["progress_in"] = COMPLETE_BASE | sa["count"]
-        elif action != "NoAction":
-            m["start_done"] = args[0]
-        if action == "start_data":
-            m["progress_in"] = args[1]
+        elif action == "start_data":
+            m["progress_in"] = args[0]
 
     def _management(self, phv: Phv) -> None:
         m, out = phv.meta, phv.hdr["packet_out"]
@@ -289,7 +287,7 @@ class TnaModel:
         clear = out["opcode"] == P.MGMT_CLEAR_AGGREGATOR
         m["kind"] = T.KIND_MGMT_CLEAR if clear else T.KIND_MGMT_READ
         if clear:   # what the claims write, and what the report says
-            phv.hdr["sa"].update(run=0, chunk=0, scale=0, exp=0, worker=0)
+            phv.hdr["sa"].update(run=0, chunk=0, scale=0, exp=0, worker=0, bitmap=0)
         m["lane_op"] = T.LANES_CLEAR if clear else T.LANES_LOAD
 
     # -- the aggregator and the lanes -------------------------------------------------------------
@@ -315,7 +313,8 @@ class TnaModel:
         m["add_done"] = int(m["old_progress"] >= m["limit_add"])
         m["dup_done"] = int(m["old_progress"] > m["limit_add"])
         if m["pass"] == T.PASS_STATE and m["kind"] != T.KIND_NONE:
-            kind, args = tables.decide(m)
+            sa = phv.hdr["sa"]   # decide keys on the header's worker and bitmap
+            kind, args = tables.decide({**m, "bitmap": sa["bitmap"], "worker": sa["worker"]})
             if kind == "respond":
                 m["response"], m["lane_op"] = args
             elif kind == "bounce":
@@ -335,13 +334,14 @@ class TnaModel:
                "chunk_id_compare": "situation", "chunk_id_compare_claim": "situation",
                "generation_bump": "gen", "generation_read": "gen",
                "agreed_scale_compare": "scale_ok", "agreed_scale_read": "rd_scale",
-               "member_join": "is_member", "contributors_claim": "rd_bitmap",
-               "contributors_join": "rd_bitmap", "contributors_read": "rd_bitmap",
-               "max_exp_read": "rd_exp", "lane_holder_peek": "lanes_away",
+               "member_join": "is_member", "lane_holder_peek": "lanes_away",
                "lane_holder_claim_held": "lanes_away",
                "lane_holder_release": "lanes_away"}
 
-    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker"}
+    INTO_HEADER = {"run_id_read": "run", "chunk_id_read": "chunk", "helper_id_read": "worker",
+                   "contributors_claim": "bitmap", "contributors_join": "bitmap",
+                   "contributors_read": "bitmap", "contributors_helper": "bitmap",
+                   "max_exp_read": "exp"}
 
     def _execute(self, phv: Phv, register: str, action: str) -> None:
         m = phv.meta
@@ -358,14 +358,23 @@ class TnaModel:
             m["situation"] = T.SIT_NEWER
 
     def _lanes(self, phv: Phv, lane_op: int) -> None:
-        kind = LANE_ACTIONS.get(lane_op)
-        if kind is None:
+        """The lanes' gate, then the lane registers (lanes.p4), on the parser's operation."""
+        m, sa = phv.meta, phv.hdr.get("sa") or {"worker": 0}
+        keys = {"lanes_valid": int(phv.packet.valid("lanes")), "lane_op": lane_op,
+                "worker": sa["worker"]}
+        gate = tables.lanes_gate_op(keys)
+        if gate != "NoAction":   # its answer in place of the workers it took
+            action = gate.replace("_do_", "_")
+            m["gate_bits"] = self._run(phv, "pipe.SaAtpIngress.lanes.lanes_gate",
+                                       "lanes_gate", action, m["lane_index"]) or 0
+        kind = tables.lane_op({**keys, "gate_bits": m["gate_bits"]})
+        if kind == "NoAction":
             return
         half = P.LANES // 2
         for i in range(half):
             name = f"lanes_{i:02d}"
             rv = self._run(phv, f"pipe.SaAtpIngress.lanes.{name}", name, f"{name}_{kind}",
-                           phv.meta["lane_index"])
+                           m["lane_index"])
             if kind in ("add", "read_lo"):
                 phv.hdr["lanes"][i] = rv
             elif kind == "read_hi":

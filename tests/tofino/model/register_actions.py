@@ -66,7 +66,7 @@ def valid_vacate(cell, phv):
 
 
 def generation_bump(cell, phv):
-    new = 1 if cell == 0xFFFF else cell + 1   # 16 bits, never 0 (a cleared member cell)
+    new = 1 if cell == 0xFF else cell + 1   # 8 bits, never 0 (a cleared member cell)
     return new, new
 
 
@@ -103,7 +103,7 @@ def contributors_helper(cell, phv):
 
 
 def contributors_join(cell, phv):
-    return cell | phv.worker_bit, cell
+    return cell | phv.gate_bits, cell
 
 
 def max_exp_raise(cell, phv):
@@ -133,6 +133,24 @@ def lane_holder_release(cell, phv):
 
 
 def lane_holder_clear(cell, phv):
+    return (0, 0), None
+
+
+# -- the lanes' gate: (lo, hi) = (the aggregation whose lanes the cells hold, its workers in) ---
+
+def lanes_gate_join(cell, phv):
+    """The packet's workers join the cells' aggregation (returning those that were in), or
+    the cells become its aggregation's (returning nothing: 0)."""
+    if cell[0] == phv.gate_id:
+        return (cell[0], cell[1] | phv.gate_bits), cell[1]
+    return (phv.gate_id, phv.gate_bits), 0
+
+
+def lanes_gate_read(cell, phv):
+    return cell, (cell[1] if cell[0] == phv.gate_id else 0)
+
+
+def lanes_gate_clear(cell, phv):
     return (0, 0), None
 
 
@@ -183,7 +201,7 @@ AGGREGATOR = {
     "progress": {"progress_claim": claim("progress_in", returns_old=True),
                  "progress_add": progress_add, "progress_check": progress_check,
                  "progress_helper": progress_helper},
-    "contributors": {"contributors_claim": claim("worker_bit", returns_old=True),
+    "contributors": {"contributors_claim": claim("gate_bits", returns_old=True),
                      "contributors_helper": contributors_helper,
                      "contributors_join": contributors_join, "contributors_read": read},
     "max_exp": {"max_exp_claim": claim_sa("exp"), "max_exp_raise": max_exp_raise,
@@ -199,6 +217,8 @@ AGGREGATOR = {
 def registry() -> dict[str, dict[str, object]]:
     """register -> {RegisterAction name: function}, for every register of the program."""
     found = {reg: dict(actions) for reg, actions in AGGREGATOR.items()}
+    found["lanes_gate"] = {"lanes_gate_join": lanes_gate_join, "lanes_gate_read": lanes_gate_read,
+                           "lanes_gate_clear": lanes_gate_clear}
     for i in range(HALF):
         found[f"lanes_{i:02d}"] = {f"lanes_{i:02d}_{kind}": make(i) for kind, make in (
             ("store", lanes_store), ("add", lanes_add), ("read_lo", lanes_read_lo),

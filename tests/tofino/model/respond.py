@@ -24,14 +24,15 @@ def _pass_one(phv) -> None:
         _bounce(phv)   # a TAKEN bounce: helper_id_read put the helper in worker
         _reply_to_sender(phv)
         phv.tm["ucast"] = phv.ingress_port
-    elif m["response"] == T.RESPOND_PENDING:
+    elif m["response"] == T.RESPOND_PENDING:   # to every worker: one question answers all
         _bounce(phv)
         sa["reason"] = P.Bounce.PENDING
         _from_switch(phv)
         _to_job(phv, m["job_group"])
-    elif m["lane_op"] != T.LANES_KEEP:
-        phv.tm["resubmit"] = {k: m[k] for k in ("lane_op", "response", "job_index",
-                                                 "job_group", "lane_index")}
+    elif m["lane_op"] != T.LANES_KEEP:   # the aggregation the lanes' gate is asked about
+        phv.tm["resubmit"] = {"lane_op": m["lane_op"], "response": m["response"],
+                              "lane_index": m["lane_index"],
+                              "gate_id": m["gen"] << 16 | m["index"]}
     elif m["response"] == T.RESPOND_HELPER_RESULT:
         sa["op"] = P.Op.RESULT
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
@@ -39,45 +40,47 @@ def _pass_one(phv) -> None:
         _to_job(phv, m["job_group"])
     elif m["response"] == T.RESPOND_PARTIAL:   # pool lanes busy: the sender's own, to the job
         sa.update(op=P.Op.PARTIAL, reason=0, flags=sa["flags"] & P.Flag.SET,
-                  bitmap=m["worker_bit"], count=1)
+                  bitmap=m["gate_bits"], count=1)   # the sender's bit, in pass 1
         _from_switch(phv)
         _to_job(phv, m["job_group"])
 
 
 def _pass_two(phv) -> None:
+    """What ``tables.pass_two`` picks: a sum round the loop, a report, or nothing."""
     m, sa = phv.meta, phv.hdr["sa"]
-    response = m["response"]
-    if response == T.RESPOND_ABSORB:
+    action = T.pass_two({**m, "phase": (m["old_progress"] >> 16) & 3, "worker": sa["worker"]})
+    if action == "p2_absorb":
         phv.tm["drop"] = True
         return
-    if response in (T.RESPOND_RESULT, T.RESPOND_COPY, T.RESPOND_PARTIAL):
+    response = {"p2_copy_loop": T.RESPOND_COPY, "p2_partial_loop": T.RESPOND_PARTIAL,
+                "p2_result_loop": T.RESPOND_RESULT}.get(action, m["response"])
+    if action in ("p2_copy_loop", "p2_partial_loop", "p2_result_loop"):
         _describe(phv, P.Op.PARTIAL if response == T.RESPOND_PARTIAL else P.Op.RESULT)
         if response == T.RESPOND_COPY:
             sa["flags"] |= P.Flag.COPY
             _reply_to_sender(phv)
         else:
             _from_switch(phv)
-    elif response == T.RESPOND_HELPER_RESULT:
+    elif action == "helper_result":
         sa["op"] = P.Op.RESULT
         sa["flags"] = (sa["flags"] & P.Flag.SET) | P.Flag.HELPER
         _from_switch(phv)
-    elif m["kind"] == T.KIND_MGMT_CLEAR:
-        for name in ("rd_bitmap", "old_progress", "rd_scale", "rd_exp"):
-            m[name] = 0
+        _to_job(phv, m["job_group"])
+        return
+    elif action == "p2_cleared":
+        m["old_progress"] = m["rd_scale"] = 0
+        sa.update(bitmap=0, exp=0)
         _report(phv, P.SlotState.EMPTY)
+        phv.tm["ucast"], phv.bridge["to_cpu"] = phv.ingress_port, 1
+        return
     else:
         _report(phv, STATES[(m["old_progress"] >> 16) & 3])
-    if m["lane_op"] in (T.LANES_ADD, T.LANES_LOAD):   # round the loop for the high words
-        phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
-                           "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
-                           "_pad3": 0, "lane_index": m["lane_index"]}
-        phv.tm["ucast"] = m["loop_port"]
-        phv.bridge["to_loop"] = 1
-    elif response in (T.RESPOND_COPY, T.RESPOND_REPORT):
-        phv.tm["ucast"] = phv.ingress_port
-        phv.bridge["to_cpu"] = int(response == T.RESPOND_REPORT)
-    else:
-        _to_job(phv, m["job_group"])
+    # round the loop for the high words
+    phv.hdr["pass"] = {"response": response, "_pad0": 0, "job_index": m["job_index"],
+                       "job_group": m["job_group"], "_pad1": 0, "port": phv.ingress_port,
+                       "_pad3": 0, "lane_index": m["lane_index"]}
+    phv.tm["ucast"] = m["loop_port"]
+    phv.bridge["to_loop"] = 1
 
 
 def _pass_three(phv) -> None:
@@ -100,14 +103,14 @@ def _pass_three(phv) -> None:
 
 def _bounce(phv) -> None:
     m, sa = phv.meta, phv.hdr["sa"]
-    sa.update(op=P.Op.BOUNCE, reason=m["bounce_reason"], bitmap=m["rd_bitmap"],
+    sa.update(op=P.Op.BOUNCE, reason=m["bounce_reason"],   # bitmap: read into the header
               count=m["old_progress"] & 0xFF)
 
 
 def _describe(phv, op: int) -> None:
     m, sa = phv.meta, phv.hdr["sa"]
-    sa.update(op=op, reason=0, flags=sa["flags"] & P.Flag.SET, bitmap=m["rd_bitmap"],
-              count=m["old_progress"] & 0xFF, scale=m["rd_scale"], exp=m["rd_exp"])
+    sa.update(op=op, reason=0, flags=sa["flags"] & P.Flag.SET,   # bitmap, exp: in the header
+              count=m["old_progress"] & 0xFF, scale=m["rd_scale"])
 
 
 def _report(phv, state: int) -> None:

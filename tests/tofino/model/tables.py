@@ -17,7 +17,7 @@ PASS_STATE, PASS_LANES, PASS_HIGH = 0, 1, 2
 RUN_NEWER, RUN_SAME, RUN_OLDER = range(3)   # NEWER: also an empty slot's (not compared)
 SIT_NEWER, SIT_HELD, SIT_OLDER, SIT_OLD_RUN = range(4)
 PHASE_EMPTY, PHASE_COMPLETE, PHASE_TAKEN, PHASE_AGGREGATING = range(4)
-LANES_KEEP, LANES_STORE, LANES_ADD, LANES_LOAD, LANES_HIGH, LANES_CLEAR = range(6)
+LANES_KEEP, LANES_STORE, LANES_GATED, LANES_LOAD, LANES_HIGH, LANES_CLEAR, LANES_ADD = range(7)
 (RESPOND_NONE, RESPOND_ABSORB, RESPOND_BOUNCE, RESPOND_COPY, RESPOND_RESULT, RESPOND_PARTIAL,
  RESPOND_HELPER_RESULT, RESPOND_REPORT, RESPOND_PENDING) = range(9)
 PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT)
@@ -92,15 +92,14 @@ def fan_in_sel(m: dict) -> str:
 
 
 def start_sel(m: dict) -> tuple[str, tuple[int, ...]]:
-    """Whether a first contribution completes its chunk (fan-in 1, or 0), and the progress
-    word a DATA's claim writes (job_admission.p4's Limits)."""
-    done = int(m["fan_in"] <= 1)
+    """The progress word a DATA's claim writes (job_admission.p4's Limits): COMPLETE with a
+    count of 1 where a first contribution completes its chunk (fan-in 1, or 0)."""
     if m["kind"] == KIND_HELPER_RESULT:   # COMPLETE_BASE | the packet's count
         return "start_helper_result", ()
     if m["kind"] == KIND_DATA:
-        state = 0x10000 if done else 0x30000   # COMPLETE_BASE, AGGREGATING_BASE
-        return "start_data", (done, state | 1)
-    return ("start", (1,)) if done else ("NoAction", ())
+        state = 0x10000 if m["fan_in"] <= 1 else 0x30000   # COMPLETE_BASE, AGGREGATING_BASE
+        return "start_data", (state | 1,)
+    return "NoAction", ()
 
 
 def lanes_at_sel(m: dict) -> str:
@@ -162,9 +161,11 @@ def _data(m: dict, situation: int) -> bool:
 
 
 def generation_sel(m: dict) -> str:
+    """Bumped by every aggregation begun; read by every pass 1 of a held chunk: the
+    aggregation that the lanes' gate is asked about in pass 2."""
     if _data(m, SIT_NEWER):
         return "do_generation_bump"
-    if _data(m, SIT_HELD):
+    if m["pass"] == PASS_STATE and m["situation"] == SIT_HELD:
         return "do_generation_read"
     return _pass_two(m, "do_generation_bump", None)
 
@@ -180,10 +181,9 @@ def agreed_scale_sel(m: dict) -> str:
 def lane_holder_sel(m: dict) -> str:
     """A borrowed slot's pool lanes (docs/protocol.md §4.6): pass 1 claims them, held, for a
     chunk that starts, and asks about them for one held; pass 2 releases them for a stored
-    HELPER_RESULT and a first contribution that completes its chunk (and a management clear
-    clears them); pass 3 releases them once a result or a partial has its high words, and asks
-    for every answer whether they were still this aggregator's (a release touches no
-    other's)."""
+    HELPER_RESULT (and a management clear clears them); pass 3 releases them once a result or
+    a partial has its high words, and asks for every answer whether they were still this
+    aggregator's (a release touches no other's)."""
     borrowed = m["own_slots"] == 0   # nothing left of own_slots - slot, in every pass
     # passes 2 and 3 release only while the aggregator still holds the chunk: its next chunk
     # may hold the lanes by now
@@ -200,8 +200,7 @@ def lane_holder_sel(m: dict) -> str:
     if m["pass"] == PASS_LANES:
         if m["kind"] == KIND_MGMT_CLEAR:
             return "do_lane_holder_clear"
-        stored = m["response"] in (RESPOND_HELPER_RESULT, RESPOND_RESULT) and \
-            m["lane_op"] == LANES_STORE
+        stored = m["response"] == RESPOND_HELPER_RESULT and m["lane_op"] == LANES_STORE
         return "do_lane_holder_release" if borrowed and stored and held else "NoAction"
     if borrowed and held and m["pass_response"] in (RESPOND_RESULT, RESPOND_PARTIAL,
                                                      RESPOND_COPY):
@@ -223,6 +222,70 @@ def pass_three(m: dict) -> str:
         return "p3_unicast" if held and m["phase"] == PHASE_COMPLETE else "p3_stale"
     described = {RESPOND_RESULT: PHASE_COMPLETE, RESPOND_PARTIAL: PHASE_TAKEN}
     return "p3_job" if held and m["phase"] == described.get(m["pass_response"]) else "p3_drop"
+
+
+def pass_two(m: dict) -> str:
+    """How pass 2 answers (respond.p4's ``answer`` in pass 2). A sum leaves only while the
+    aggregator holds the chunk (run and chunk compared again) and the lanes hold exactly the
+    contributions ``contributors`` counts (contributors XOR the workers whose lanes the gate
+    had is 0, or, for a contribution, its own bit, which it has just added): the first pass 2
+    to find a complete chunk so, whatever order the passes 2 came in, answers with the
+    result, a retransmission's with a copy; the rest is dropped (summed, or waiting for
+    lanes)."""
+    response, phase = m["response"], m["phase"]
+    if response == RESPOND_HELPER_RESULT:
+        return "helper_result"
+    if response == RESPOND_REPORT:
+        if m["lane_op"] == LANES_CLEAR:
+            return "p2_cleared"
+        return "p2_report_loop"
+    missing = m["gate_bits"]   # by now contributors XOR the workers whose lanes were in
+    own = 1 << (m["worker"] & 31)
+    held = m["run_class"] == RUN_SAME and m["situation"] == SIT_HELD
+    whole = held and missing == 0
+    gated = m["lane_op"] == LANES_GATED
+    whole_with_own = whole or (held and gated and missing == own)   # its lanes were the last
+    if response == RESPOND_COPY and whole_with_own and phase == PHASE_COMPLETE:
+        return "p2_copy_loop"
+    if response == RESPOND_PARTIAL and whole and phase == PHASE_TAKEN:
+        return "p2_partial_loop"
+    if response == RESPOND_ABSORB and gated and whole_with_own and phase == PHASE_COMPLETE:
+        return "p2_result_loop"
+    return "p2_absorb"
+
+
+def lanes_gate_op(m: dict) -> str:
+    """What the lanes' gate does in a pass (lanes.p4): a contribution and a stored
+    HELPER_RESULT join it, a read of the low words asks it, a clear clears it."""
+    if not m["lanes_valid"]:
+        return "NoAction"
+    return {LANES_GATED: "lanes_gate_do_join", LANES_STORE: "lanes_gate_do_join",
+            LANES_LOAD: "lanes_gate_do_read", LANES_CLEAR: "lanes_gate_do_clear"}.get(
+                m["lane_op"], "NoAction")
+
+
+def lane_op(m: dict) -> str:
+    """What a lane register does (lanes.p4's ``lanes_<i>_op``, as store, add, read_lo or
+    read_hi): a contribution stores into cells of another aggregation (the gate answered
+    0), reads if its worker's lanes are in already, and adds otherwise."""
+    if not m["lanes_valid"]:
+        return "NoAction"
+    op = m["lane_op"]
+    if op == LANES_GATED:   # gate_bits: what the gate answered
+        if m["gate_bits"] == 0:
+            return "store"
+        return "read_lo" if m["gate_bits"] >> (m["worker"] & 31) & 1 else "add"
+    return {LANES_STORE: "store", LANES_CLEAR: "store", LANES_LOAD: "read_lo",
+            LANES_HIGH: "read_hi", LANES_ADD: "add"}.get(op, "NoAction")
+
+
+def lanes_gate_resolve(m: dict) -> tuple[str, tuple[int, ...]]:
+    """A contribution's operation as the gate chose it (``lane_op`` above), for the lanes
+    after stage 1 (lanes.p4)."""
+    if m["lane_op"] != LANES_GATED:
+        return "NoAction", ()
+    chosen = lane_op({**m, "lanes_valid": 1})
+    return "resolve", ({"store": LANES_STORE, "read_lo": LANES_LOAD, "add": LANES_ADD}[chosen],)
 
 
 def member_sel(m: dict) -> str:
@@ -265,14 +328,16 @@ def progress_sel(m: dict) -> str:
 
 def contributors_sel(m: dict) -> str:
     if m["pass"] != PASS_STATE:
-        return _pass_two(m, "do_contributors_claim", "do_contributors_read")
+        return _pass_two(m, "do_contributors_helper", "do_contributors_read")
     if m["kind"] == KIND_NONE:
         return "NoAction"
     if _data(m, SIT_NEWER):
         return "do_contributors_claim"
-    if (m["kind"] == KIND_HELPER_RESULT and m["situation"] == SIT_HELD
-            and m["phase"] == PHASE_TAKEN and not m["lanes_away"]):
-        return "do_contributors_helper"   # the helper's bitmap
+    if m["kind"] == KIND_HELPER_RESULT:   # the helper's bitmap, if stored; a bounce's reads;
+        stored = m["situation"] == SIT_HELD and m["phase"] == PHASE_TAKEN and not m["lanes_away"]
+        if stored:                          # else the helper's own bitmap stays
+            return "do_contributors_helper"
+        return "do_contributors_read" if m["situation"] == SIT_OLD_RUN else "NoAction"
     if _data(m, SIT_HELD) and m["scale_ok"] == 1 and m["phase"] == PHASE_AGGREGATING:
         return "do_contributors_join"
     return "do_contributors_read"
@@ -339,7 +404,7 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
     if sit == SIT_NEWER and m["lanes_away"]:   # busy: its own lanes are the partial
         return "respond", (RESPOND_PARTIAL, LANES_KEEP)
     if sit == SIT_NEWER:
-        return "respond", (RESPOND_RESULT if m["start_done"] else RESPOND_ABSORB, LANES_STORE)
+        return "respond", (RESPOND_ABSORB, LANES_GATED)
     if sit == SIT_OLDER:
         return "bounce", (P.Bounce.STALE,)
     if phase == PHASE_TAKEN:
@@ -349,12 +414,14 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
     if phase == PHASE_COMPLETE:
         if m["lanes_away"]:   # the result's pool lanes went on
             return "bounce", (P.Bounce.STALE,)
-        return "respond", (RESPOND_COPY, LANES_LOAD)
-    if m["is_member"]:   # a duplicate: complete now if the fan-in was lowered, else PENDING
-        if m["dup_done"]:
-            return "respond", (RESPOND_RESULT, LANES_LOAD)
-        return "respond", (RESPOND_PENDING, LANES_KEEP)
-    return "respond", (RESPOND_RESULT if m["add_done"] else RESPOND_ABSORB, LANES_ADD)
+        # a worker the chunk counts brings its lanes again (its pass 2 may have been lost);
+        # any other gets the lanes as they are
+        counted = m["bitmap"] >> (m["worker"] & 31) & 1   # contributors, read into the header
+        return "respond", (RESPOND_COPY, LANES_GATED if counted else LANES_LOAD)
+    # every contribution goes to the lanes' gate
+    if m["is_member"] and not m["dup_done"]:   # PENDING (own lanes), unless the fan-in was
+        return "respond", (RESPOND_PENDING, LANES_KEEP)  # lowered: then it completes the chunk
+    return "respond", (RESPOND_ABSORB, LANES_GATED)
 
 
 SELECTORS = {
