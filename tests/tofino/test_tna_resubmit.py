@@ -25,16 +25,17 @@ from tests.tofino.schedules import check_sums, contribution
 from tests.tofino.targets import switch_config
 
 
-def admitted_job(workers: int = 3, slots: int = 4,
-                 actions=None) -> tuple[TnaModel, Job, TofinoController]:
+def admitted_job(workers: int = 3, slots: int = 4, actions=None,
+                 fan_in: int | None = None) -> tuple[TnaModel, Job, TofinoController]:
     """The model (with ``actions`` for its RegisterActions), its controller and one job it
-    admitted, the job's workers on ports 1, 2, ..."""
+    admitted (``fan_in`` contributions complete a chunk; all by default), the job's workers on
+    ports 1, 2, ..."""
     fake = FakeSwitch()
     model = TnaModel(fake, actions=actions)
     ctl = TofinoController("tofino", switch_config(tuple(range(1, workers + 1))),
                            client=FakeClient({"tofino": fake})).connect()
     ctl.reconcile()
-    spec = job_spec(1, workers, slots=slots)
+    spec = job_spec(1, workers, slots=slots, fan_in=fan_in)
     ctl.admit(spec)
     return model, Job(spec, SimpleNamespace(send=model.process)), ctl
 
@@ -71,6 +72,24 @@ def test_a_contribution_whose_pass_2_is_lost_is_retransmitted():
     for w in (1, 2, 0):                              # worker 0 retransmits at its timeout
         outs += model.process(w + 1, job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000))
     assert_every_result_is_the_sum_its_bitmap_names(results(outs), rows)
+
+
+def test_a_late_workers_copy_waits_for_the_lanes_the_chunk_counts():
+    """Two of three complete a chunk (k-of-n), the first one's pass 2 held: the chunk is
+    complete but its lanes short, so neither the second's result nor the late third worker's
+    copy leaves; once the held pass 2 adds its lanes, the result does, and the third's
+    retransmission gets a copy of it, which leaves it out."""
+    model, job, _ = admitted_job(fan_in=2)
+    rows = random_lanes(np.random.default_rng(5), 3)
+    send = [job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000) for w in range(3)]
+    model.process(1, send[0], hold_resubmit=True)
+    assert model.process(2, send[1]) == []
+    assert model.process(3, send[2]) == []           # late: a copy, of lanes not yet whole
+    [result, *_] = frames = results(model.release_resubmitted())
+    assert (result.header.op, result.header.bitmap) == (P.Op.RESULT, 0b011)
+    [copy] = results(model.process(3, send[2]))
+    assert copy.header.flags & P.Flag.COPY and copy.header.bitmap == 0b011
+    assert_every_result_is_the_sum_its_bitmap_names(frames + [copy], rows)
 
 
 def test_in_order_passes_give_the_sum():
