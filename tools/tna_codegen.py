@@ -127,24 +127,47 @@ def _lane_pair(i: int, pairs: int) -> list[str]:
         *[f"            ({op}, true{', _, _' if gated else ''}) : {reg}_do_{action}();"
           for op, action in (("LANES_STORE", "store"), ("LANES_CLEAR", "store"),
                              ("LANES_LOAD", "read_lo"), ("LANES_HIGH", "read_hi"),
-                             ("LANES_ADD", "add"))],
+                             ("LANES_ADD", "add")) if not (gated and op == "LANES_STORE")],
         *(_gated_entries(reg) if gated else []),
         "        }",
         "        const default_action = NoAction();",
         "    }", ""]
 
 
+# What the lanes do for an operation that asks the gate (lanes.p4), by its answer: 0 (the
+# cells hold another aggregation), the worker's own bit (its lanes are in) or anything else.
+# A contribution (GATED) may claim cells of another aggregation; a retransmission that
+# brings its lanes again (REPAIR) and a helper's result (STORE) may not: a pass 2 of theirs
+# that comes after pool lanes changed hands must leave them alone (docs/tofino.md).
+GATE_CHOICES = (("LANES_GATED", "zero", "store"), ("LANES_GATED", "own", "read_lo"),
+                ("LANES_GATED", "any", "add"), ("LANES_REPAIR", "zero", "read_lo"),
+                ("LANES_REPAIR", "own", "read_lo"), ("LANES_REPAIR", "any", "add"),
+                ("LANES_STORE", "zero", None), ("LANES_STORE", "any", "store"))
+RESOLVED = {"store": "LANES_STORE", "read_lo": "LANES_LOAD", "add": "LANES_ADD", None: "LANES_KEEP"}
+
+
+def _choices(entry) -> list[str]:
+    """``entry(op, answer, worker, choice)`` for each of GATE_CHOICES, own bits worker by
+    worker."""
+    lines = []
+    for op, answer, choice in GATE_CHOICES:
+        if answer == "own":
+            lines += [entry(op, f"{1 << w:#010x} &&& {1 << w:#010x}", str(w), choice)
+                      for w in range(P.MAX_WORKERS)]
+        else:
+            lines.append(entry(op, "0" if answer == "zero" else "_", "_", choice))
+    return lines
+
+
 def _gated_entries(reg: str) -> list[str]:
-    """A contribution's lane operation from the gate's answer: 0 (another aggregation's
-    cells) stores, the worker's own bit (its lanes are in) reads, anything else adds."""
-    return [f"            (LANES_GATED, true, 0, _) : {reg}_do_store();",
-            *[f"            (LANES_GATED, true, {1 << w:#010x} &&& {1 << w:#010x}, {w}) : "
-              f"{reg}_do_read_lo();" for w in range(P.MAX_WORKERS)],
-            f"            (LANES_GATED, true, _, _) : {reg}_do_add();"]
+    return _choices(lambda op, answer, worker, choice: (
+        f"            ({op}, true, {answer}, {worker}) : "
+        f"{f'{reg}_do_{choice}' if choice else 'NoAction'}();"))
 
 
 def _resolve() -> list[str]:
-    """The table that turns LANES_GATED into what the gate chose, for the lanes after stage 1."""
+    """The table that turns an operation that asks the gate into what the gate chose, for the
+    lanes after stage 1."""
     return [
         "    action resolve(bit<3> op) { lane_op = op; }",
         "    @stage(1)",
@@ -152,10 +175,8 @@ def _resolve() -> list[str]:
         "        key = { lane_op : ternary; gate_bits : ternary; hdr.sa.worker[4:0] : ternary; }",
         "        actions = { resolve; NoAction; }",
         "        const entries = {",
-        "            (LANES_GATED, 0, _) : resolve(LANES_STORE);",
-        *[f"            (LANES_GATED, {1 << w:#010x} &&& {1 << w:#010x}, {w}) : "
-          "resolve(LANES_LOAD);" for w in range(P.MAX_WORKERS)],
-        "            (LANES_GATED, _, _) : resolve(LANES_ADD);",
+        *_choices(lambda op, answer, worker, choice: (
+            f"            ({op}, {answer}, {worker}) : resolve({RESOLVED[choice]});")),
         "        }",
         "        const default_action = NoAction();",
         "    }", ""]
@@ -163,47 +184,52 @@ def _resolve() -> list[str]:
 
 def _gate() -> list[str]:
     typ = "RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate)"
+    same = ["        void apply(inout lane_pair_t cell, out bit<32> had) {",
+            "            if (cell.lo == gate_id) {",
+            "                had = cell.hi;"]
     return [
         "    /* The gate: per lane cell, the aggregation whose lanes they hold (lo: gate_id, its",
         "     * generation and aggregator) and the workers whose lanes are in (hi). It takes the",
-        "     * packet's workers from gate_bits and answers in their place (PHV is short). */",
+        "     * packet's workers from gate_bits and answers in their place (PHV is short): the",
+        "     * workers that were in, or 0 where the cells hold another aggregation. */",
         "    Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_gate;",
-        "    /* OR the packet's workers in and return those that were in; another aggregation's",
-        "     * cells are this one's now, and return nothing (0): the lanes store */",
-        f"    {typ} lanes_gate_join = {{",
-        "        void apply(inout lane_pair_t cell, out bit<32> had) {",
-        "            if (cell.lo == gate_id) {",
-        "                had = cell.hi;",
+        "    /* a contribution: OR its worker in; another aggregation's cells become this one's */",
+        f"    {typ} lanes_gate_join = {{", *same,
         "                cell.hi = cell.hi | gate_bits;",
         "            } else {",
         "                cell.lo = gate_id;",
         "                cell.hi = gate_bits;",
         "            }",
         "        }", "    };",
-        f"    {typ} lanes_gate_read = {{",
-        "        void apply(inout lane_pair_t cell, out bit<32> had) {",
-        "            if (cell.lo == gate_id) {",
-        "                had = cell.hi;",
+        "    /* a retransmission's lanes again: OR its worker in, in this aggregation's cells only */",
+        f"    {typ} lanes_gate_join_same = {{", *same,
+        "                cell.hi = cell.hi | gate_bits;",
         "            }",
         "        }", "    };",
-        f"    {typ} lanes_gate_clear = {{",
-        "        void apply(inout lane_pair_t cell) {",
-        "            cell.lo = 0;",
-        "            cell.hi = 0;",
+        "    /* a helper's result: its workers are the cells' now, in this aggregation's only */",
+        f"    {typ} lanes_gate_replace_same = {{", *same,
+        "                cell.hi = gate_bits;",
+        "            }",
+        "        }", "    };",
+        f"    {typ} lanes_gate_read = {{", *same,
+        "            }",
         "        }", "    };",
         "    action lanes_gate_do_join() { gate_bits = lanes_gate_join.execute(index); }",
+        "    action lanes_gate_do_join_same() { gate_bits = lanes_gate_join_same.execute(index); }",
+        "    action lanes_gate_do_replace_same() {",
+        "        gate_bits = lanes_gate_replace_same.execute(index);",
+        "    }",
         "    action lanes_gate_do_read() { gate_bits = lanes_gate_read.execute(index); }",
-        "    action lanes_gate_do_clear() { lanes_gate_clear.execute(index); }",
         "    @stage(0)",
         "    table lanes_gate_op {",
         "        key = { lane_op : exact; hdr.lanes.isValid() : exact; }",
-        "        actions = { lanes_gate_do_join; lanes_gate_do_read; lanes_gate_do_clear;",
-        "                    @defaultonly NoAction; }",
+        "        actions = { lanes_gate_do_join; lanes_gate_do_join_same; lanes_gate_do_replace_same;",
+        "                    lanes_gate_do_read; @defaultonly NoAction; }",
         "        const entries = {",
         "            (LANES_GATED, true) : lanes_gate_do_join();",
-        "            (LANES_STORE, true) : lanes_gate_do_join();",
+        "            (LANES_REPAIR, true) : lanes_gate_do_join_same();",
+        "            (LANES_STORE, true) : lanes_gate_do_replace_same();",
         "            (LANES_LOAD, true) : lanes_gate_do_read();",
-        "            (LANES_CLEAR, true) : lanes_gate_do_clear();",
         "        }",
         "        const default_action = NoAction();",
         "    }", ""]

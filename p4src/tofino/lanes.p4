@@ -16,10 +16,10 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
               in bit<32> gate_id, inout bit<32> gate_bits) {
     /* The gate: per lane cell, the aggregation whose lanes they hold (lo: gate_id, its
      * generation and aggregator) and the workers whose lanes are in (hi). It takes the
-     * packet's workers from gate_bits and answers in their place (PHV is short). */
+     * packet's workers from gate_bits and answers in their place (PHV is short): the
+     * workers that were in, or 0 where the cells hold another aggregation. */
     Register<lane_pair_t, agg_index_t>(NUM_AGGREGATORS) lanes_gate;
-    /* OR the packet's workers in and return those that were in; another aggregation's
-     * cells are this one's now, and return nothing (0): the lanes store */
+    /* a contribution: OR its worker in; another aggregation's cells become this one's */
     RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate) lanes_gate_join = {
         void apply(inout lane_pair_t cell, out bit<32> had) {
             if (cell.lo == gate_id) {
@@ -31,6 +31,24 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             }
         }
     };
+    /* a retransmission's lanes again: OR its worker in, in this aggregation's cells only */
+    RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate) lanes_gate_join_same = {
+        void apply(inout lane_pair_t cell, out bit<32> had) {
+            if (cell.lo == gate_id) {
+                had = cell.hi;
+                cell.hi = cell.hi | gate_bits;
+            }
+        }
+    };
+    /* a helper's result: its workers are the cells' now, in this aggregation's only */
+    RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate) lanes_gate_replace_same = {
+        void apply(inout lane_pair_t cell, out bit<32> had) {
+            if (cell.lo == gate_id) {
+                had = cell.hi;
+                cell.hi = gate_bits;
+            }
+        }
+    };
     RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate) lanes_gate_read = {
         void apply(inout lane_pair_t cell, out bit<32> had) {
             if (cell.lo == gate_id) {
@@ -38,25 +56,22 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             }
         }
     };
-    RegisterAction<lane_pair_t, agg_index_t, bit<32>>(lanes_gate) lanes_gate_clear = {
-        void apply(inout lane_pair_t cell) {
-            cell.lo = 0;
-            cell.hi = 0;
-        }
-    };
     action lanes_gate_do_join() { gate_bits = lanes_gate_join.execute(index); }
+    action lanes_gate_do_join_same() { gate_bits = lanes_gate_join_same.execute(index); }
+    action lanes_gate_do_replace_same() {
+        gate_bits = lanes_gate_replace_same.execute(index);
+    }
     action lanes_gate_do_read() { gate_bits = lanes_gate_read.execute(index); }
-    action lanes_gate_do_clear() { lanes_gate_clear.execute(index); }
     @stage(0)
     table lanes_gate_op {
         key = { lane_op : exact; hdr.lanes.isValid() : exact; }
-        actions = { lanes_gate_do_join; lanes_gate_do_read; lanes_gate_do_clear;
-                    @defaultonly NoAction; }
+        actions = { lanes_gate_do_join; lanes_gate_do_join_same; lanes_gate_do_replace_same;
+                    lanes_gate_do_read; @defaultonly NoAction; }
         const entries = {
             (LANES_GATED, true) : lanes_gate_do_join();
-            (LANES_STORE, true) : lanes_gate_do_join();
+            (LANES_REPAIR, true) : lanes_gate_do_join_same();
+            (LANES_STORE, true) : lanes_gate_do_replace_same();
             (LANES_LOAD, true) : lanes_gate_do_read();
-            (LANES_CLEAR, true) : lanes_gate_do_clear();
         }
         const default_action = NoAction();
     }
@@ -101,6 +116,42 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             (LANES_GATED, 0x40000000 &&& 0x40000000, 30) : resolve(LANES_LOAD);
             (LANES_GATED, 0x80000000 &&& 0x80000000, 31) : resolve(LANES_LOAD);
             (LANES_GATED, _, _) : resolve(LANES_ADD);
+            (LANES_REPAIR, 0, _) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000001 &&& 0x00000001, 0) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000002 &&& 0x00000002, 1) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000004 &&& 0x00000004, 2) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000008 &&& 0x00000008, 3) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000010 &&& 0x00000010, 4) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000020 &&& 0x00000020, 5) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000040 &&& 0x00000040, 6) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000080 &&& 0x00000080, 7) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000100 &&& 0x00000100, 8) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000200 &&& 0x00000200, 9) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000400 &&& 0x00000400, 10) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00000800 &&& 0x00000800, 11) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00001000 &&& 0x00001000, 12) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00002000 &&& 0x00002000, 13) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00004000 &&& 0x00004000, 14) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00008000 &&& 0x00008000, 15) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00010000 &&& 0x00010000, 16) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00020000 &&& 0x00020000, 17) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00040000 &&& 0x00040000, 18) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00080000 &&& 0x00080000, 19) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00100000 &&& 0x00100000, 20) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00200000 &&& 0x00200000, 21) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00400000 &&& 0x00400000, 22) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x00800000 &&& 0x00800000, 23) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x01000000 &&& 0x01000000, 24) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x02000000 &&& 0x02000000, 25) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x04000000 &&& 0x04000000, 26) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x08000000 &&& 0x08000000, 27) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x10000000 &&& 0x10000000, 28) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x20000000 &&& 0x20000000, 29) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x40000000 &&& 0x40000000, 30) : resolve(LANES_LOAD);
+            (LANES_REPAIR, 0x80000000 &&& 0x80000000, 31) : resolve(LANES_LOAD);
+            (LANES_REPAIR, _, _) : resolve(LANES_ADD);
+            (LANES_STORE, 0, _) : resolve(LANES_KEEP);
+            (LANES_STORE, _, _) : resolve(LANES_STORE);
         }
         const default_action = NoAction();
     }
@@ -140,7 +191,6 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
         actions = { lanes_00_do_store; lanes_00_do_add; lanes_00_do_read_lo; lanes_00_do_read_hi;
                     NoAction; }
         const entries = {
-            (LANES_STORE, true, _, _) : lanes_00_do_store();
             (LANES_CLEAR, true, _, _) : lanes_00_do_store();
             (LANES_LOAD, true, _, _) : lanes_00_do_read_lo();
             (LANES_HIGH, true, _, _) : lanes_00_do_read_hi();
@@ -179,6 +229,42 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             (LANES_GATED, true, 0x40000000 &&& 0x40000000, 30) : lanes_00_do_read_lo();
             (LANES_GATED, true, 0x80000000 &&& 0x80000000, 31) : lanes_00_do_read_lo();
             (LANES_GATED, true, _, _) : lanes_00_do_add();
+            (LANES_REPAIR, true, 0, _) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000001 &&& 0x00000001, 0) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000002 &&& 0x00000002, 1) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000004 &&& 0x00000004, 2) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000008 &&& 0x00000008, 3) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000010 &&& 0x00000010, 4) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000020 &&& 0x00000020, 5) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000040 &&& 0x00000040, 6) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000080 &&& 0x00000080, 7) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000100 &&& 0x00000100, 8) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000200 &&& 0x00000200, 9) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000400 &&& 0x00000400, 10) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00000800 &&& 0x00000800, 11) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00001000 &&& 0x00001000, 12) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00002000 &&& 0x00002000, 13) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00004000 &&& 0x00004000, 14) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00008000 &&& 0x00008000, 15) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00010000 &&& 0x00010000, 16) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00020000 &&& 0x00020000, 17) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00040000 &&& 0x00040000, 18) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00080000 &&& 0x00080000, 19) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00100000 &&& 0x00100000, 20) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00200000 &&& 0x00200000, 21) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00400000 &&& 0x00400000, 22) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x00800000 &&& 0x00800000, 23) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x01000000 &&& 0x01000000, 24) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x02000000 &&& 0x02000000, 25) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x04000000 &&& 0x04000000, 26) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x08000000 &&& 0x08000000, 27) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x10000000 &&& 0x10000000, 28) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x20000000 &&& 0x20000000, 29) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x40000000 &&& 0x40000000, 30) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, 0x80000000 &&& 0x80000000, 31) : lanes_00_do_read_lo();
+            (LANES_REPAIR, true, _, _) : lanes_00_do_add();
+            (LANES_STORE, true, 0, _) : NoAction();
+            (LANES_STORE, true, _, _) : lanes_00_do_store();
         }
         const default_action = NoAction();
     }
@@ -218,7 +304,6 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
         actions = { lanes_01_do_store; lanes_01_do_add; lanes_01_do_read_lo; lanes_01_do_read_hi;
                     NoAction; }
         const entries = {
-            (LANES_STORE, true, _, _) : lanes_01_do_store();
             (LANES_CLEAR, true, _, _) : lanes_01_do_store();
             (LANES_LOAD, true, _, _) : lanes_01_do_read_lo();
             (LANES_HIGH, true, _, _) : lanes_01_do_read_hi();
@@ -257,6 +342,42 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             (LANES_GATED, true, 0x40000000 &&& 0x40000000, 30) : lanes_01_do_read_lo();
             (LANES_GATED, true, 0x80000000 &&& 0x80000000, 31) : lanes_01_do_read_lo();
             (LANES_GATED, true, _, _) : lanes_01_do_add();
+            (LANES_REPAIR, true, 0, _) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000001 &&& 0x00000001, 0) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000002 &&& 0x00000002, 1) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000004 &&& 0x00000004, 2) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000008 &&& 0x00000008, 3) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000010 &&& 0x00000010, 4) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000020 &&& 0x00000020, 5) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000040 &&& 0x00000040, 6) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000080 &&& 0x00000080, 7) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000100 &&& 0x00000100, 8) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000200 &&& 0x00000200, 9) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000400 &&& 0x00000400, 10) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00000800 &&& 0x00000800, 11) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00001000 &&& 0x00001000, 12) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00002000 &&& 0x00002000, 13) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00004000 &&& 0x00004000, 14) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00008000 &&& 0x00008000, 15) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00010000 &&& 0x00010000, 16) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00020000 &&& 0x00020000, 17) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00040000 &&& 0x00040000, 18) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00080000 &&& 0x00080000, 19) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00100000 &&& 0x00100000, 20) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00200000 &&& 0x00200000, 21) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00400000 &&& 0x00400000, 22) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x00800000 &&& 0x00800000, 23) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x01000000 &&& 0x01000000, 24) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x02000000 &&& 0x02000000, 25) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x04000000 &&& 0x04000000, 26) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x08000000 &&& 0x08000000, 27) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x10000000 &&& 0x10000000, 28) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x20000000 &&& 0x20000000, 29) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x40000000 &&& 0x40000000, 30) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, 0x80000000 &&& 0x80000000, 31) : lanes_01_do_read_lo();
+            (LANES_REPAIR, true, _, _) : lanes_01_do_add();
+            (LANES_STORE, true, 0, _) : NoAction();
+            (LANES_STORE, true, _, _) : lanes_01_do_store();
         }
         const default_action = NoAction();
     }
@@ -296,7 +417,6 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
         actions = { lanes_02_do_store; lanes_02_do_add; lanes_02_do_read_lo; lanes_02_do_read_hi;
                     NoAction; }
         const entries = {
-            (LANES_STORE, true, _, _) : lanes_02_do_store();
             (LANES_CLEAR, true, _, _) : lanes_02_do_store();
             (LANES_LOAD, true, _, _) : lanes_02_do_read_lo();
             (LANES_HIGH, true, _, _) : lanes_02_do_read_hi();
@@ -335,6 +455,42 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             (LANES_GATED, true, 0x40000000 &&& 0x40000000, 30) : lanes_02_do_read_lo();
             (LANES_GATED, true, 0x80000000 &&& 0x80000000, 31) : lanes_02_do_read_lo();
             (LANES_GATED, true, _, _) : lanes_02_do_add();
+            (LANES_REPAIR, true, 0, _) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000001 &&& 0x00000001, 0) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000002 &&& 0x00000002, 1) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000004 &&& 0x00000004, 2) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000008 &&& 0x00000008, 3) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000010 &&& 0x00000010, 4) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000020 &&& 0x00000020, 5) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000040 &&& 0x00000040, 6) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000080 &&& 0x00000080, 7) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000100 &&& 0x00000100, 8) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000200 &&& 0x00000200, 9) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000400 &&& 0x00000400, 10) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00000800 &&& 0x00000800, 11) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00001000 &&& 0x00001000, 12) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00002000 &&& 0x00002000, 13) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00004000 &&& 0x00004000, 14) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00008000 &&& 0x00008000, 15) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00010000 &&& 0x00010000, 16) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00020000 &&& 0x00020000, 17) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00040000 &&& 0x00040000, 18) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00080000 &&& 0x00080000, 19) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00100000 &&& 0x00100000, 20) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00200000 &&& 0x00200000, 21) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00400000 &&& 0x00400000, 22) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x00800000 &&& 0x00800000, 23) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x01000000 &&& 0x01000000, 24) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x02000000 &&& 0x02000000, 25) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x04000000 &&& 0x04000000, 26) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x08000000 &&& 0x08000000, 27) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x10000000 &&& 0x10000000, 28) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x20000000 &&& 0x20000000, 29) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x40000000 &&& 0x40000000, 30) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, 0x80000000 &&& 0x80000000, 31) : lanes_02_do_read_lo();
+            (LANES_REPAIR, true, _, _) : lanes_02_do_add();
+            (LANES_STORE, true, 0, _) : NoAction();
+            (LANES_STORE, true, _, _) : lanes_02_do_store();
         }
         const default_action = NoAction();
     }
@@ -374,7 +530,6 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
         actions = { lanes_03_do_store; lanes_03_do_add; lanes_03_do_read_lo; lanes_03_do_read_hi;
                     NoAction; }
         const entries = {
-            (LANES_STORE, true, _, _) : lanes_03_do_store();
             (LANES_CLEAR, true, _, _) : lanes_03_do_store();
             (LANES_LOAD, true, _, _) : lanes_03_do_read_lo();
             (LANES_HIGH, true, _, _) : lanes_03_do_read_hi();
@@ -413,6 +568,42 @@ control Lanes(inout headers_t hdr, inout bit<3> lane_op, in agg_index_t index,
             (LANES_GATED, true, 0x40000000 &&& 0x40000000, 30) : lanes_03_do_read_lo();
             (LANES_GATED, true, 0x80000000 &&& 0x80000000, 31) : lanes_03_do_read_lo();
             (LANES_GATED, true, _, _) : lanes_03_do_add();
+            (LANES_REPAIR, true, 0, _) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000001 &&& 0x00000001, 0) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000002 &&& 0x00000002, 1) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000004 &&& 0x00000004, 2) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000008 &&& 0x00000008, 3) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000010 &&& 0x00000010, 4) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000020 &&& 0x00000020, 5) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000040 &&& 0x00000040, 6) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000080 &&& 0x00000080, 7) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000100 &&& 0x00000100, 8) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000200 &&& 0x00000200, 9) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000400 &&& 0x00000400, 10) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00000800 &&& 0x00000800, 11) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00001000 &&& 0x00001000, 12) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00002000 &&& 0x00002000, 13) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00004000 &&& 0x00004000, 14) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00008000 &&& 0x00008000, 15) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00010000 &&& 0x00010000, 16) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00020000 &&& 0x00020000, 17) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00040000 &&& 0x00040000, 18) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00080000 &&& 0x00080000, 19) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00100000 &&& 0x00100000, 20) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00200000 &&& 0x00200000, 21) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00400000 &&& 0x00400000, 22) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x00800000 &&& 0x00800000, 23) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x01000000 &&& 0x01000000, 24) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x02000000 &&& 0x02000000, 25) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x04000000 &&& 0x04000000, 26) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x08000000 &&& 0x08000000, 27) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x10000000 &&& 0x10000000, 28) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x20000000 &&& 0x20000000, 29) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x40000000 &&& 0x40000000, 30) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, 0x80000000 &&& 0x80000000, 31) : lanes_03_do_read_lo();
+            (LANES_REPAIR, true, _, _) : lanes_03_do_add();
+            (LANES_STORE, true, 0, _) : NoAction();
+            (LANES_STORE, true, _, _) : lanes_03_do_store();
         }
         const default_action = NoAction();
     }

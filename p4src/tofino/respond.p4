@@ -193,8 +193,8 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
      * request's (REPORT, CLEAR or LOAD); a report reads the slot state from `progress`. A sum
      * leaves only while the aggregator holds the chunk and its lanes hold exactly the
      * contributions the state counts: gate_bits, by then contributors XOR the workers whose
-     * lanes were in, is 0, or, for a contribution (GATED), the sender's own bit, which it has
-     * just added (one entry per worker: the table cannot compare two fields). So whichever
+     * lanes were in, is 0, or, for a contribution (GATED, REPAIR), the sender's own bit, which
+     * it has just added (one entry per worker: the table cannot compare two fields). So whichever
      * pass 2 brings the last lanes of a complete chunk answers with the result, whatever order
      * the passes 2 came in (docs/tofino.md, 'Order-free sums'), a retransmission's with a
      * copy; the rest is dropped (summed, or waiting for lanes). Pass 3 sees whether the
@@ -226,69 +226,69 @@ control Respond(inout headers_t hdr, inout ingress_metadata_t meta,
             (PASS_LANES, RESPOND_REPORT, _, _, _, _, _, _, _, _): p2_report_loop(SLOT_EMPTY);
             (PASS_LANES, RESPOND_COPY, _, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0, _):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000001, 0):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000001, 0):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000002, 1):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000002, 1):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000004, 2):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000004, 2):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000008, 3):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000008, 3):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000010, 4):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000010, 4):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000020, 5):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000020, 5):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000040, 6):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000040, 6):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000080, 7):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000080, 7):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000100, 8):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000100, 8):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000200, 9):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000200, 9):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000400, 10):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000400, 10):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000800, 11):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00000800, 11):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00001000, 12):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00001000, 12):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00002000, 13):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00002000, 13):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00004000, 14):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00004000, 14):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00008000, 15):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00008000, 15):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00010000, 16):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00010000, 16):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00020000, 17):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00020000, 17):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00040000, 18):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00040000, 18):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00080000, 19):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00080000, 19):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00100000, 20):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00100000, 20):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00200000, 21):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00200000, 21):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00400000, 22):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00400000, 22):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00800000, 23):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x00800000, 23):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x01000000, 24):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x01000000, 24):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x02000000, 25):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x02000000, 25):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x04000000, 26):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x04000000, 26):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x08000000, 27):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x08000000, 27):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x10000000, 28):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x10000000, 28):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x20000000, 29):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x20000000, 29):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x40000000, 30):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x40000000, 30):
                 p2_copy_loop();
-            (PASS_LANES, RESPOND_COPY, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x80000000, 31):
+            (PASS_LANES, RESPOND_COPY, LANES_REPAIR, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0x80000000, 31):
                 p2_copy_loop();
             (PASS_LANES, RESPOND_ABSORB, LANES_GATED, PHASE_COMPLETE, _, RUN_SAME, SIT_HELD, _, 0, _):
                 p2_result_loop();

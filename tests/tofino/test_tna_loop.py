@@ -198,3 +198,55 @@ def test_random_schedules_with_passes_2_held_too_never_mix_sums(target, job, see
 def test_random_schedules_of_two_jobs_in_a_pool_with_passes_2_held(target, pool_jobs, seed):
     assert random_schedule(list(pool_jobs), BORROWED, NEXT, seed, holder=target,
                            passes_2=True) > 0
+
+
+# -- passes 2 of one job's chunk held while another job takes its pool lanes (found on review)
+
+
+def test_a_late_copy_pass_2_leaves_the_pool_lanes_another_job_claimed_alone(
+        target, controller, pool_jobs):
+    """Job 11's chunk completes and releases its pool lanes; a worker's retransmission (a copy
+    that brings its lanes again) is held before pass 2 while job 12 claims the lanes and sums
+    its chunk, whose result waits on the loop. The late pass 2 finds another aggregation in
+    the gate: it reads, stores nothing, and nothing leaves for it; job 12's result keeps its
+    own high words, and its worker that lost it gets a copy."""
+    a, b = pool_jobs
+    rows = random_lanes(np.random.default_rng(4), 4)
+    a.data(0, BORROWED, rows[0])
+    assert_result_to_all(a, a.data(1, BORROWED, rows[1]), BORROWED, rows[0] + rows[1], 0b11, 2)
+    target.hold_resubmit = True
+    try:
+        assert a.data(0, BORROWED, rows[0]) == []
+    finally:
+        target.hold_resubmit = False
+    assert b.data(0, BORROWED, rows[2]) == []
+    target.held(b, 1, P.Op.DATA, BORROWED, rows[3], scale=0x8000)
+    assert target.release_pass_2(0) == []
+    assert_result_to_all(b, target.release(), BORROWED, rows[2] + rows[3], 0b11, 2)
+    [(_, copy)] = b.data(1, BORROWED, rows[3])
+    assert copy.header.flags & P.Flag.COPY
+    np.testing.assert_array_equal(copy.lanes, rows[2] + rows[3])
+
+
+def test_a_late_helper_result_pass_2_stores_nothing_in_pool_lanes_another_job_claimed(
+        target, controller, pool_jobs):
+    """Job 11's chunk is taken over (its partial releases the pool lanes), and the helper's
+    result, stored by pass 1, is held before pass 2 while job 12 claims the lanes and sums
+    its chunk. The late pass 2 still multicasts the helper's result, but stores nothing over
+    job 12's lanes, whose result keeps its own high words."""
+    a, b = pool_jobs
+    rows = random_lanes(np.random.default_rng(6), 4)
+    a.data(0, BORROWED, rows[0])
+    assert len(a.send(1, P.Op.TAKEOVER, BORROWED)) == 2   # the partial; the lanes released
+    total = rows[0] + rows[1]
+    target.hold_resubmit = True
+    try:
+        assert a.send(1, P.Op.HELPER_RESULT, BORROWED, total, bitmap=0b11, count=2, exp=0,
+                      scale=0x8000) == []
+    finally:
+        target.hold_resubmit = False
+    assert b.data(0, BORROWED, rows[2]) == []
+    target.held(b, 1, P.Op.DATA, BORROWED, rows[3], scale=0x8000)
+    assert_result_to_all(a, target.release_pass_2(0), BORROWED, total, 0b11, 2,
+                         flags=P.Flag.HELPER)
+    assert_result_to_all(b, target.release(), BORROWED, rows[2] + rows[3], 0b11, 2)

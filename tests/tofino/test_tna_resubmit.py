@@ -92,6 +92,30 @@ def test_a_late_workers_copy_waits_for_the_lanes_the_chunk_counts():
     assert_every_result_is_the_sum_its_bitmap_names(frames + [copy], rows)
 
 
+def test_a_helpers_result_leaves_the_lanes_holding_exactly_its_workers():
+    """k-of-n (two of three): worker 0's pass 2 comes after the takeover, so no partial
+    leaves; the helper completes from its own and worker 2's contributions (bitmap 0b110).
+    Its stored result makes the gate's workers exactly 0b110, not 0b110 with worker 0's lanes
+    still OR-ed in: a worker that missed the result gets a copy of it."""
+    model, job, _ = admitted_job(fan_in=2)
+    rows = random_lanes(np.random.default_rng(9), 3)
+    port = [job.spec.worker(w).port for w in range(3)]
+    model.process(port[0], job.frame(0, P.Op.DATA, 0, rows[0], scale=0x8000),
+                  hold_resubmit=True)
+    assert model.process(port[1], job.frame(1, P.Op.TAKEOVER, 0)) == []   # lanes short
+    assert model.release_resubmitted() == []
+    [bounce] = results(model.process(port[2], job.frame(2, P.Op.DATA, 0, rows[2], scale=0x8000)))
+    assert (bounce.header.op, bounce.header.reason) == (P.Op.BOUNCE, P.Bounce.TAKEN)
+    total = rows[1] + rows[2]
+    stored = results(model.process(port[1], job.frame(1, P.Op.HELPER_RESULT, 0, total,
+                                                      bitmap=0b110, count=2, exp=0,
+                                                      scale=0x8000)))
+    assert {f.header.bitmap for f in stored} == {0b110}
+    [copy] = results(model.process(port[2], job.frame(2, P.Op.DATA, 0, rows[2], scale=0x8000)))
+    assert copy.header.flags & P.Flag.COPY and copy.header.bitmap == 0b110
+    assert_every_result_is_the_sum_its_bitmap_names(stored + [copy], rows)
+
+
 def test_in_order_passes_give_the_sum():
     """The same three contributions with no pass held: the sum (the tests above differ from
     this one only in the order or loss of a pass 2)."""
@@ -191,11 +215,12 @@ def test_the_same_schedules_with_no_pass_2_held(seed):
 
 
 def test_a_gate_that_forgets_whose_lanes_are_in_fails_the_schedules():
-    """The schedules catch a gate that answers 0 (store) to every pass 2: each contribution
-    then overwrites the lanes, and a result holds the last one's."""
+    """The schedules catch a gate that never records a worker's lanes: a retransmission then
+    adds them again, and the lanes never match what the chunk counts."""
     forgetful = register_actions.registry()
     forgetful["lanes_gate"]["lanes_gate_join"] = lambda cell, phv: (
-        (phv.gate_id, phv.gate_bits), 0)
+        ((cell[0], cell[1]), cell[1]) if cell[0] == phv.gate_id else ((phv.gate_id, 0), 0))
+    forgetful["lanes_gate"]["lanes_gate_join_same"] = register_actions.lanes_gate_read
     with pytest.raises(AssertionError):
         for seed in range(4):
             two_rounds(ResubmitSchedule(seed, held=0.5, actions=forgetful))

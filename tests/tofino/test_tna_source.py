@@ -133,10 +133,10 @@ DOMAINS = {"meta.pass": range(3), "meta.kind": range(8), "meta.was_valid": range
            "meta.fan_in": (0, 1, 2, 3, 32),
            # the shared pool: lanes_at_sel, lane_holder_sel and what lane_holder answers
            "meta.own_slots": (0, 1, 7), "meta.lanes_away": range(2),
-           "meta.response": range(9), "meta.lane_op": range(6), "hdr.pass.response": range(9),
+           "meta.response": range(9), "meta.lane_op": range(8), "hdr.pass.response": range(9),
            # the lanes' gate: what it answered, and contributors beside a worker's bit
            "hdr.sa.worker[4:0]": (0, 5, 31), "hdr.sa.bitmap": (0, 0x21, 0x80000000),
-           "lane_op": range(7), "hdr.lanes.$valid": range(2),
+           "lane_op": range(8), "hdr.lanes.$valid": range(2),
            "gate_bits": (0, 1, 0x20, 0x80000021)}
 
 
@@ -224,15 +224,18 @@ def test_the_lane_tables_are_the_models(table):
     worker, and what the lanes after stage 1 are told a contribution's operation is: the
     model's ``lanes_gate_op``, ``lane_op`` and ``lanes_gate_resolve`` (lane tables keep their
     actions' register prefix: ``lanes_07_do_add`` is the model's ``add``). A table that keys
-    on the operation alone (after stage 1) sees it resolved: never LANES_GATED."""
+    on the operation alone (after stage 1) sees it resolved: never GATED or REPAIR, and STORE
+    only where the gate let it store."""
     consts, t = p4_text.constants(), CONTROLS["Lanes"].tables[table]
     names = [k for k, _ in t.keys]
     resolved = "gate_bits" not in names
     for combo in itertools.product(*(DOMAINS[k] for k in names)):
         values = dict(zip(names, combo, strict=True))
         m = {_model_name(k): v for k, v in values.items()}
-        if resolved and m["lane_op"] == tables.LANES_GATED:
-            continue
+        if resolved:   # what the resolver leaves: never an operation that asks the gate,
+            if m["lane_op"] in (tables.LANES_GATED, tables.LANES_REPAIR):   # and STORE only
+                continue                                                 # where it stores
+            m["gate_bits"], m["worker"] = 1, 0
         got = _call(tcam(t, values, consts), consts)
         if table == "lanes_gate_resolve":
             assert got == tables.lanes_gate_resolve(m), m

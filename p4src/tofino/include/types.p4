@@ -51,13 +51,15 @@ const bit<18> TAKE_OVER         = 0x10000;          /* less: AGGREGATING -> TAKE
 
 /* What a packet does to the lanes (lanes.p4). */
 const bit<3> LANES_KEEP  = 0;
-const bit<3> LANES_STORE = 1;   /* a stored HELPER_RESULT: the lanes and the gate take it */
+const bit<3> LANES_STORE = 1;   /* a stored HELPER_RESULT: the lanes and the gate take it, if
+                                 * they still hold its aggregation */
 const bit<3> LANES_GATED = 2;   /* a contribution: the gate says store, add or read (lanes.p4) */
 const bit<3> LANES_LOAD  = 3;   /* the low words into the packet */
 const bit<3> LANES_HIGH  = 4;   /* the high words into the packet */
-const bit<3> LANES_CLEAR = 5;   /* a clear: lane_holder and the gate clear, the lanes store the
-                                 * request's */
+const bit<3> LANES_CLEAR = 5;   /* a clear: lane_holder clears, the lanes store the request's */
 const bit<3> LANES_ADD   = 6;   /* what the gate chose for a contribution: add (lanes.p4) */
+const bit<3> LANES_REPAIR = 7;  /* a counted worker's retransmission to a complete chunk: its
+                                 * lanes again, if the cells hold its aggregation and lack them */
 
 /* How a packet is answered. */
 const bit<4> RESPOND_NONE          = 0;

@@ -146,12 +146,22 @@ def lanes_gate_join(cell, phv):
     return (phv.gate_id, phv.gate_bits), 0
 
 
+def lanes_gate_join_same(cell, phv):
+    """As join, in cells of this aggregation only (0: another's, left as they are)."""
+    if cell[0] == phv.gate_id:
+        return (cell[0], cell[1] | phv.gate_bits), cell[1]
+    return cell, 0
+
+
+def lanes_gate_replace_same(cell, phv):
+    """The packet's workers become the cells' workers, in cells of this aggregation only."""
+    if cell[0] == phv.gate_id:
+        return (cell[0], phv.gate_bits), cell[1]
+    return cell, 0
+
+
 def lanes_gate_read(cell, phv):
     return cell, (cell[1] if cell[0] == phv.gate_id else 0)
-
-
-def lanes_gate_clear(cell, phv):
-    return (0, 0), None
 
 
 # -- the lanes: pair i holds lane i (lo) and lane i + K/2 (hi) ------------------------------------
@@ -217,8 +227,10 @@ AGGREGATOR = {
 def registry() -> dict[str, dict[str, object]]:
     """register -> {RegisterAction name: function}, for every register of the program."""
     found = {reg: dict(actions) for reg, actions in AGGREGATOR.items()}
-    found["lanes_gate"] = {"lanes_gate_join": lanes_gate_join, "lanes_gate_read": lanes_gate_read,
-                           "lanes_gate_clear": lanes_gate_clear}
+    found["lanes_gate"] = {"lanes_gate_join": lanes_gate_join,
+                           "lanes_gate_join_same": lanes_gate_join_same,
+                           "lanes_gate_replace_same": lanes_gate_replace_same,
+                           "lanes_gate_read": lanes_gate_read}
     for i in range(HALF):
         found[f"lanes_{i:02d}"] = {f"lanes_{i:02d}_{kind}": make(i) for kind, make in (
             ("store", lanes_store), ("add", lanes_add), ("read_lo", lanes_read_lo),

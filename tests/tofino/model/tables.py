@@ -17,7 +17,8 @@ PASS_STATE, PASS_LANES, PASS_HIGH = 0, 1, 2
 RUN_NEWER, RUN_SAME, RUN_OLDER = range(3)   # NEWER: also an empty slot's (not compared)
 SIT_NEWER, SIT_HELD, SIT_OLDER, SIT_OLD_RUN = range(4)
 PHASE_EMPTY, PHASE_COMPLETE, PHASE_TAKEN, PHASE_AGGREGATING = range(4)
-LANES_KEEP, LANES_STORE, LANES_GATED, LANES_LOAD, LANES_HIGH, LANES_CLEAR, LANES_ADD = range(7)
+(LANES_KEEP, LANES_STORE, LANES_GATED, LANES_LOAD, LANES_HIGH, LANES_CLEAR, LANES_ADD,
+ LANES_REPAIR) = range(8)
 (RESPOND_NONE, RESPOND_ABSORB, RESPOND_BOUNCE, RESPOND_COPY, RESPOND_RESULT, RESPOND_PARTIAL,
  RESPOND_HELPER_RESULT, RESPOND_REPORT, RESPOND_PENDING) = range(9)
 PASS_ONE_KINDS = (KIND_DATA, KIND_UNEXPECTED, KIND_PROBE, KIND_TAKEOVER, KIND_HELPER_RESULT)
@@ -243,49 +244,57 @@ def pass_two(m: dict) -> str:
     own = 1 << (m["worker"] & 31)
     held = m["run_class"] == RUN_SAME and m["situation"] == SIT_HELD
     whole = held and missing == 0
-    gated = m["lane_op"] == LANES_GATED
-    whole_with_own = whole or (held and gated and missing == own)   # its lanes were the last
-    if response == RESPOND_COPY and whole_with_own and phase == PHASE_COMPLETE:
+    own_last = held and missing == own   # its own lanes, just added, were the last
+    if response == RESPOND_COPY and phase == PHASE_COMPLETE and (
+            whole or (own_last and m["lane_op"] == LANES_REPAIR)):
         return "p2_copy_loop"
     if response == RESPOND_PARTIAL and whole and phase == PHASE_TAKEN:
         return "p2_partial_loop"
-    if response == RESPOND_ABSORB and gated and whole_with_own and phase == PHASE_COMPLETE:
+    if response == RESPOND_ABSORB and m["lane_op"] == LANES_GATED and phase == PHASE_COMPLETE \
+            and (whole or own_last):
         return "p2_result_loop"
     return "p2_absorb"
 
 
 def lanes_gate_op(m: dict) -> str:
-    """What the lanes' gate does in a pass (lanes.p4): a contribution and a stored
-    HELPER_RESULT join it, a read of the low words asks it, a clear clears it."""
+    """What the lanes' gate does in a pass (lanes.p4): a contribution joins it (and claims
+    cells of another aggregation), a retransmission's lanes join and a helper's result
+    replaces its workers only in cells of their own aggregation, a read of the low words
+    asks it."""
     if not m["lanes_valid"]:
         return "NoAction"
-    return {LANES_GATED: "lanes_gate_do_join", LANES_STORE: "lanes_gate_do_join",
-            LANES_LOAD: "lanes_gate_do_read", LANES_CLEAR: "lanes_gate_do_clear"}.get(
+    return {LANES_GATED: "lanes_gate_do_join", LANES_REPAIR: "lanes_gate_do_join_same",
+            LANES_STORE: "lanes_gate_do_replace_same", LANES_LOAD: "lanes_gate_do_read"}.get(
                 m["lane_op"], "NoAction")
 
 
 def lane_op(m: dict) -> str:
     """What a lane register does (lanes.p4's ``lanes_<i>_op``, as store, add, read_lo or
-    read_hi): a contribution stores into cells of another aggregation (the gate answered
-    0), reads if its worker's lanes are in already, and adds otherwise."""
+    read_hi) on the gate's answer (gate_bits): in cells of another aggregation (0) a
+    contribution stores, a retransmission's lanes only read, a helper's result does nothing;
+    in this aggregation's, a worker whose lanes are in reads, another adds, a helper's result
+    stores."""
     if not m["lanes_valid"]:
         return "NoAction"
-    op = m["lane_op"]
-    if op == LANES_GATED:   # gate_bits: what the gate answered
-        if m["gate_bits"] == 0:
-            return "store"
-        return "read_lo" if m["gate_bits"] >> (m["worker"] & 31) & 1 else "add"
-    return {LANES_STORE: "store", LANES_CLEAR: "store", LANES_LOAD: "read_lo",
-            LANES_HIGH: "read_hi", LANES_ADD: "add"}.get(op, "NoAction")
+    op, answer = m["lane_op"], m["gate_bits"]
+    if op in (LANES_GATED, LANES_REPAIR):
+        if answer == 0:
+            return "store" if op == LANES_GATED else "read_lo"
+        return "read_lo" if answer >> (m["worker"] & 31) & 1 else "add"
+    if op == LANES_STORE:
+        return "store" if answer else "NoAction"
+    return {LANES_CLEAR: "store", LANES_LOAD: "read_lo", LANES_HIGH: "read_hi",
+            LANES_ADD: "add"}.get(op, "NoAction")
 
 
 def lanes_gate_resolve(m: dict) -> tuple[str, tuple[int, ...]]:
     """A contribution's operation as the gate chose it (``lane_op`` above), for the lanes
     after stage 1 (lanes.p4)."""
-    if m["lane_op"] != LANES_GATED:
+    if m["lane_op"] not in (LANES_GATED, LANES_REPAIR, LANES_STORE):
         return "NoAction", ()
     chosen = lane_op({**m, "lanes_valid": 1})
-    return "resolve", ({"store": LANES_STORE, "read_lo": LANES_LOAD, "add": LANES_ADD}[chosen],)
+    return "resolve", ({"store": LANES_STORE, "read_lo": LANES_LOAD, "add": LANES_ADD,
+                        "NoAction": LANES_KEEP}[chosen],)
 
 
 def member_sel(m: dict) -> str:
@@ -417,7 +426,7 @@ def _decide_data(m: dict) -> tuple[str, tuple[int, ...]]:
         # a worker the chunk counts brings its lanes again (its pass 2 may have been lost);
         # any other gets the lanes as they are
         counted = m["bitmap"] >> (m["worker"] & 31) & 1   # contributors, read into the header
-        return "respond", (RESPOND_COPY, LANES_GATED if counted else LANES_LOAD)
+        return "respond", (RESPOND_COPY, LANES_REPAIR if counted else LANES_LOAD)
     # every contribution goes to the lanes' gate
     if m["is_member"] and not m["dup_done"]:   # PENDING (own lanes), unless the fan-in was
         return "respond", (RESPOND_PENDING, LANES_KEEP)  # lowered: then it completes the chunk
