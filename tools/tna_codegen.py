@@ -201,7 +201,8 @@ def _gate() -> list[str]:
         "                cell.hi = gate_bits;",
         "            }",
         "        }", "    };",
-        "    /* a retransmission's lanes again: OR its worker in, in this aggregation's cells only */",
+        "    /* a retransmission's lanes again: OR its worker in, in this aggregation's cells "
+        "only */",
         f"    {typ} lanes_gate_join_same = {{", *same,
         "                cell.hi = cell.hi | gate_bits;",
         "            }",
@@ -223,7 +224,8 @@ def _gate() -> list[str]:
         "    @stage(0)",
         "    table lanes_gate_op {",
         "        key = { lane_op : exact; hdr.lanes.isValid() : exact; }",
-        "        actions = { lanes_gate_do_join; lanes_gate_do_join_same; lanes_gate_do_replace_same;",
+        "        actions = { lanes_gate_do_join; lanes_gate_do_join_same; "
+        "lanes_gate_do_replace_same;",
         "                    lanes_gate_do_read; @defaultonly NoAction; }",
         "        const entries = {",
         "            (LANES_GATED, true) : lanes_gate_do_join();",
