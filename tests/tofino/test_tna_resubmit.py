@@ -116,15 +116,20 @@ def test_a_helpers_result_leaves_the_lanes_holding_exactly_its_workers():
     assert_every_result_is_the_sum_its_bitmap_names(stored + [copy], rows)
 
 
+def every_worker_sends(model: TnaModel, job: Job, rows) -> list:
+    """Each worker's contribution to chunk 0 in turn, no pass held; what leaves, decoded."""
+    outs = []
+    for w in range(len(rows)):
+        outs += model.process(w + 1, job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000))
+    return results(outs)
+
+
 def test_in_order_passes_give_the_sum():
     """The same three contributions with no pass held: the sum (the tests above differ from
     this one only in the order or loss of a pass 2)."""
     model, job, _ = admitted_job()
     rows = random_lanes(np.random.default_rng(1), 3)
-    outs = []
-    for w in range(3):
-        outs += model.process(w + 1, job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000))
-    frames = results(outs)
+    frames = every_worker_sends(model, job, rows)
     assert [f.header.op for f in frames] == [P.Op.RESULT] * 3
     assert_every_result_is_the_sum_its_bitmap_names(frames, rows)
 
@@ -232,17 +237,12 @@ def test_a_job_in_the_slots_of_a_removed_one_sums_from_nothing():
     lanes' gate with them, or the new job's contributions would find their workers in
     already (read, not added) and the lanes the old job's."""
     model, job, ctl = admitted_job(slots=1)
-    rows = random_lanes(np.random.default_rng(3), 3)
-    for w in range(3):
-        model.process(w + 1, job.frame(w, P.Op.DATA, 0, rows[w], scale=0x8000))
+    every_worker_sends(model, job, random_lanes(np.random.default_rng(3), 3))
     ctl.remove(job.spec.id)
     spec = job_spec(2, 3, slots=1)
     ctl.admit(spec)
     again = Job(spec, SimpleNamespace(send=model.process))
     new_rows = random_lanes(np.random.default_rng(4), 3)
-    outs = []
-    for w in range(3):
-        outs += model.process(w + 1, again.frame(w, P.Op.DATA, 0, new_rows[w], scale=0x8000))
-    frames = results(outs)
+    frames = every_worker_sends(model, again, new_rows)
     assert [f.header.op for f in frames] == [P.Op.RESULT] * 3
     assert_every_result_is_the_sum_its_bitmap_names(frames, new_rows)
